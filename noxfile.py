@@ -1,0 +1,111 @@
+"""Developer sessions: ``nox -s docs``, ``nox -s tests``, ``nox -s browser``, ``nox -s lint``, ..."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+# The exact CPU build: an open-ended torch would pull a multi-GB CUDA build.
+TORCH = "torch==2.13.0"
+GENERATED = ROOT / "docs" / "generated"
+VENDOR = ROOT / "docs" / "assets" / "vendor"
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_venv = "yes"
+nox.options.error_on_missing_interpreters = True
+
+
+def _install(session: nox.Session, extras: str = "") -> None:
+    session.install(TORCH)
+    session.install("-e", f".[{extras}]" if extras else ".")
+
+
+def _vendor_assets(session: nox.Session) -> None:
+    """Fetch KaTeX from the npm registry and copy only what the pages load."""
+    session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
+    dist = ROOT / "node_modules" / "katex" / "dist"
+    target = VENDOR / "katex"
+    shutil.rmtree(target, ignore_errors=True)
+    (target / "contrib").mkdir(parents=True)
+    (target / "fonts").mkdir()
+    for name in ("katex.min.js", "katex.min.css", "contrib/auto-render.min.js"):
+        shutil.copy2(dist / name, target / name)
+    # Browsers that run the site all read woff2, the first source in KaTeX's CSS.
+    for font in dist.glob("fonts/*.woff2"):
+        shutil.copy2(font, target / "fonts" / font.name)
+
+
+def _print_example_times() -> None:
+    rows = []
+    for table in sorted(GENERATED.glob("gallery/**/mg_execution_times.md")):
+        for line in table.read_text().splitlines():
+            m = re.search(r"\[(plot_\w+)\]\(.*?\|\s*([\d:.]+)\s*\|", line)
+            if m:
+                mins, _, secs = m.group(2).rpartition(":")
+                rows.append((m.group(1), float(mins or 0) * 60 + float(secs)))
+    print("\nExample execution times (s):")
+    for name, secs in rows:
+        print(f"  {secs:7.2f}  {name}")
+    print(f"  {sum(s for _, s in rows):7.2f}  total, {len(rows)} examples")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the site into site/ (strict; every example runs)."""
+    _install(session, "docs")
+    _vendor_assets(session)
+    # The gallery's md5 cache skips an example whose source is unchanged, even if
+    # it failed last time or the library changed since: start from clean.
+    shutil.rmtree(GENERATED, ignore_errors=True)
+    session.run("mkdocs", "build", "--strict", "--clean", "--site-dir", "site")
+    _print_example_times()
+
+
+@nox.session
+def serve(session: nox.Session) -> None:
+    """Live preview on http://127.0.0.1:8000 (examples rerun when they change)."""
+    _install(session, "docs")
+    _vendor_assets(session)
+    session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *session.posargs)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Unit tests, example runs and claim checks."""
+    _install(session, "test")
+    session.run("pytest", "--ignore=tests/site", *session.posargs)
+
+
+@nox.session
+def browser(session: nox.Session) -> None:
+    """Open every page of the built site/ in headless Debian Chromium and check it."""
+    if not (ROOT / "site" / "index.html").exists():
+        session.error("site/ is missing: run `nox -s docs` first")
+    if shutil.which("chromium") is None:
+        session.error("Debian's chromium is missing: apt-get install -y chromium")
+    session.install("pytest>=8", "playwright>=1.45")
+    session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
+    session.run("pytest", "tests/site", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff check, ruff format --check and mypy --strict on src/."""
+    _install(session)
+    session.install("ruff>=0.6", "mypy>=1.10")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run every benchmark script in benchmarks/ and print its table."""
+    _install(session)
+    for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        session.log(f"--- {script.name}")
+        session.run("python", str(script), *session.posargs)
