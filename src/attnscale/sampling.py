@@ -190,8 +190,8 @@ def variance_estimate(samples: torch.Tensor, *, z: float = 1.96) -> VarianceEsti
     r"""Sample variance with a standard error from the sample's own fourth moment.
 
     The standard error of the sample variance is
-    $\sqrt{(\hat\mu_4 - \hat\sigma^4)/n}$, with $\hat\mu_4$ the sample's fourth
-    central moment; it holds for any distribution with a finite fourth moment.
+    $\sqrt{(\hat\mu_4 - \hat\mu_2^2)/n}$, with $\hat\mu_2$, $\hat\mu_4$ the sample's
+    second and fourth central moments; it holds for any distribution with a finite fourth moment.
     The interval is $\hat\sigma^2 \pm z \cdot \mathrm{SE}$.
 
     Parameters
@@ -221,7 +221,8 @@ def variance_estimate(samples: torch.Tensor, *, z: float = 1.96) -> VarianceEsti
     x = samples.double()
     n = x.numel()
     centred = x - x.mean()
-    var = float(centred.pow(2).sum() / (n - 1))
+    m2 = float(centred.pow(2).mean())
     m4 = float(centred.pow(4).mean())
-    stderr = math.sqrt(max(m4 - var**2, 0.0) / n)
+    var = m2 * n / (n - 1)
+    stderr = math.sqrt(max(m4 - m2**2, 0.0) / n)
     return VarianceEstimate(var, stderr, var - z * stderr, var + z * stderr)
