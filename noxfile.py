@@ -77,7 +77,9 @@ def serve(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests, example runs and claim checks."""
     _install(session, "test")
-    session.run("pytest", "--ignore=tests/site", *session.posargs)
+    session.run(
+        "pytest", "--ignore=tests/site", "--doctest-modules", "src", "tests", *session.posargs
+    )
 
 
 @nox.session

@@ -18,8 +18,12 @@ def test_examples_exist():
 def test_example_runs(script: Path, tmp_path: Path) -> None:
     env = os.environ | {"MPLBACKEND": "Agg", "MPLCONFIGDIR": str(tmp_path)}
     result = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=env,
-        capture_output=True, text=True, timeout=600,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Traceback" not in result.stderr

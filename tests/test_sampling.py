@@ -83,8 +83,9 @@ def test_default_chunk_keeps_large_runs_bounded():
 
 @pytest.mark.parametrize("distribution", ["uniform", "rademacher"])
 def test_non_gaussian_components_have_requested_moments(distribution):
-    z = sampling._standardised((200_000,), distribution, torch.Generator().manual_seed(0),
-                               torch.float64)
+    z = sampling._standardised(
+        (200_000,), distribution, torch.Generator().manual_seed(0), torch.float64
+    )
     assert abs(z.mean().item()) < 5 / math.sqrt(z.numel())
     assert z.var().item() == pytest.approx(1.0, abs=0.02)
 
@@ -103,7 +104,9 @@ def test_variance_estimate_interval():
 
 def test_dtype_is_respected():
     assert asc.sample_scores(4, 10, seed=0, dtype=torch.float64).dtype == torch.float64
-    assert asc.sample_scores(4, 10, seed=0, method="dot", dtype=torch.float64).dtype == torch.float64
+    assert (
+        asc.sample_scores(4, 10, seed=0, method="dot", dtype=torch.float64).dtype == torch.float64
+    )
 
 
 @pytest.mark.parametrize(

@@ -41,8 +41,9 @@ scaled = {d: s / math.sqrt(d) for d, s in raw.items()}
 
 fig, (ax_raw, ax_scaled) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
 asc.plot_score_histograms(raw, ax=ax_raw, xlabel="raw score $q\\cdot k$")
-asc.plot_score_histograms(scaled, ax=ax_scaled, reference_pdf=True,
-                          xlabel="scaled score $q\\cdot k/\\sqrt{d_k}$")
+asc.plot_score_histograms(
+    scaled, ax=ax_scaled, reference_pdf=True, xlabel="scaled score $q\\cdot k/\\sqrt{d_k}$"
+)
 ax_raw.set_title("Raw scores widen with $d_k$")
 ax_scaled.set_title("Scaled scores keep one width")
 fig.suptitle("Histograms of attention scores for four key dimensions")
@@ -57,13 +58,17 @@ fig.suptitle("Histograms of attention scores for four key dimensions")
 # ones in about $[-3, 3]$. Those describe the bulk only. Here is the full range and the share of
 # scaled scores inside $\pm 3$, next to the share a standard normal puts there:
 
-print(f"{'d_k':>5} {'raw min':>9} {'raw max':>9} {'raw std':>8} {'scaled min':>11} "
-      f"{'scaled max':>11} {'within ±3':>10}")
+print(
+    f"{'d_k':>5} {'raw min':>9} {'raw max':>9} {'raw std':>8} {'scaled min':>11} "
+    f"{'scaled max':>11} {'within ±3':>10}"
+)
 for d in HIST_DKS:
     r, s = raw[d], scaled[d]
     inside = (s.abs() <= 3).double().mean().item()
-    print(f"{d:5d} {r.min().item():9.1f} {r.max().item():9.1f} {r.std().item():8.2f} "
-          f"{s.min().item():11.2f} {s.max().item():11.2f} {inside:10.2%}")
+    print(
+        f"{d:5d} {r.min().item():9.1f} {r.max().item():9.1f} {r.std().item():8.2f} "
+        f"{s.min().item():11.2f} {s.max().item():11.2f} {inside:10.2%}"
+    )
 print(f"a standard normal puts {math.erf(3 / math.sqrt(2)):.2%} of its mass within ±3")
 
 # %%
@@ -107,26 +112,37 @@ print(f"a standard normal puts {math.erf(3 / math.sqrt(2)):.2%} of its mass with
 # variance, from the sample's own fourth moment
 # ([variance_estimate][attnscale.variance_estimate]); the dashed line is the closed form.
 
-est = [asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, generator=gen))
-       for d in SWEEP_DKS]
+est = [asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, generator=gen)) for d in SWEEP_DKS]
 theory = [asc.dot_product_moments(d).variance for d in SWEEP_DKS]
 
 ax = asc.plot_variance_vs_dk(
-    SWEEP_DKS, [e.variance for e in est], low=[e.low for e in est],
-    high=[e.high for e in est], theory=theory, label="raw score, measured",
+    SWEEP_DKS,
+    [e.variance for e in est],
+    low=[e.low for e in est],
+    high=[e.high for e in est],
+    theory=theory,
+    label="raw score, measured",
 )
-scaled_est = [asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, scale=d**-0.5,
-                                                      generator=gen)) for d in SWEEP_DKS]
+scaled_est = [
+    asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, scale=d**-0.5, generator=gen))
+    for d in SWEEP_DKS
+]
 asc.plot_variance_vs_dk(
-    SWEEP_DKS, [e.variance for e in scaled_est], low=[e.low for e in scaled_est],
-    high=[e.high for e in scaled_est], label="scaled score, measured", ax=ax,
+    SWEEP_DKS,
+    [e.variance for e in scaled_est],
+    low=[e.low for e in scaled_est],
+    high=[e.high for e in scaled_est],
+    label="scaled score, measured",
+    ax=ax,
 )
 ax.set_title("Score variance against $d_k$: raw grows linearly, scaled stays at 1")
 
-inside = sum(e.low <= t <= e.high for e, t in zip(est, theory))
+inside = sum(e.low <= t <= e.high for e, t in zip(est, theory, strict=True))
 print(f"closed form inside the 95% interval for {inside} of {len(SWEEP_DKS)} key dimensions")
-print(f"scaled variance ranges from {min(e.variance for e in scaled_est):.4f} "
-      f"to {max(e.variance for e in scaled_est):.4f}")
+print(
+    f"scaled variance ranges from {min(e.variance for e in scaled_est):.4f} "
+    f"to {max(e.variance for e in scaled_est):.4f}"
+)
 
 # %%
 # ## A faster sampler, exactly

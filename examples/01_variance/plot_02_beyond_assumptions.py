@@ -54,15 +54,20 @@ for label, params in CASES.items():
     rows.append((label, theory, s.mean().item(), asc.variance_estimate(s)))
 
 ax = asc.plot_theory_vs_measured(
-    [r[0] for r in rows], [r[1].variance for r in rows], [r[3].variance for r in rows],
-    err=[r[3].high - r[3].variance for r in rows], quantity="variance of $q\\cdot k/\\sqrt{d_k}$",
+    [r[0] for r in rows],
+    [r[1].variance for r in rows],
+    [r[3].variance for r in rows],
+    err=[r[3].high - r[3].variance for r in rows],
+    quantity="variance of $q\\cdot k/\\sqrt{d_k}$",
 )
 ax.set_title(f"Closed form against Monte Carlo, $d_k = {D_K}$")
 
 print(f"{'case':<22} {'mean: theory':>13} {'measured':>9} {'var: theory':>12} {'measured':>9}")
 for label, theory, mean, est in rows:
-    print(f"{label:<22} {theory.mean:13.3f} {mean:9.3f} {theory.variance:12.3f} "
-          f"{est.variance:9.3f} ± {1.96 * est.stderr:.3f}")
+    print(
+        f"{label:<22} {theory.mean:13.3f} {mean:9.3f} {theory.variance:12.3f} "
+        f"{est.variance:9.3f} ± {1.96 * est.stderr:.3f}"
+    )
 
 # %%
 # Three lessons from the table:
@@ -106,8 +111,10 @@ def mha_in_proj_(w: torch.Tensor) -> torch.Tensor:
 INITS = {
     "nn.Linear default": ("default", lambda w: w),
     "Xavier uniform": ("xavier_uniform", nn.init.xavier_uniform_),
-    "Kaiming uniform (ReLU)": ("kaiming_uniform", lambda w: nn.init.kaiming_uniform_(
-        w, nonlinearity="relu")),
+    "Kaiming uniform (ReLU)": (
+        "kaiming_uniform",
+        lambda w: nn.init.kaiming_uniform_(w, nonlinearity="relu"),
+    ),
     "LeCun normal": ("lecun", lecun_normal_),
     "nn.MultiheadAttention": (None, mha_in_proj_),
 }
@@ -126,8 +133,11 @@ for label, (scheme, init) in INITS.items():
             q, k = w_q(x[0]), w_k(x[1])  # (tokens, d_k) each
             var_q.append(q.var().item())
             std_scaled.append(((q * k).sum(-1) / math.sqrt(D_K)).std().item())
-    predicted = (asc.init_projection_variance(scheme, D_MODEL, D_K) if scheme
-                 else 2 * D_MODEL / (D_MODEL + 3 * D_MODEL))
+    predicted = (
+        asc.init_projection_variance(scheme, D_MODEL, D_K)
+        if scheme
+        else 2 * D_MODEL / (D_MODEL + 3 * D_MODEL)
+    )
     results[label] = (predicted, sum(var_q) / len(var_q), sum(std_scaled) / len(std_scaled))
 
 print(f"d_model = {D_MODEL}, d_k = {D_K}")

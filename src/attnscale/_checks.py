@@ -20,7 +20,7 @@ def positive_int(value: object, name: str) -> int:
         raise TypeError(f"{name} must be a positive integer, got {type(value).__name__}")
     if not float(value).is_integer() or value <= 0:
         raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+    return int(float(value))
 
 
 def finite_float(value: object, name: str) -> float:
@@ -74,7 +74,9 @@ def float_tensor(value: object, name: str, *, min_dim: int = 1) -> torch.Tensor:
     if not value.is_floating_point():
         raise TypeError(f"{name} must have a floating-point dtype, got {value.dtype}")
     if value.dim() < min_dim:
-        raise ValueError(f"{name} must have at least {min_dim} dimension(s), got shape {tuple(value.shape)}")
+        raise ValueError(
+            f"{name} must have at least {min_dim} dimension(s), got shape {tuple(value.shape)}"
+        )
     return value
 
 

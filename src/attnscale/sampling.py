@@ -170,10 +170,15 @@ def sample_scores(
     for start in range(0, num_samples, chunk):
         m = min(chunk, num_samples - start)
         z = _standardised((2, m, d_k), distribution, gen, dtype)  # (q/k, samples, d_k)
-        q = mean_q + sd_q * z[0]
-        k_std = z[1] if rho == 0 else rho * z[0] + math.sqrt(1 - rho**2) * z[1]
-        k = mean_k + sd_k * k_std
-        out[start : start + m] = scale * (q * k).sum(dim=-1)
+        q, k = z[0], z[1]
+        if rho != 0:
+            k = rho * q + math.sqrt(1 - rho**2) * k
+        # Skip the affine maps in the common standard case: sampling is memory-bound.
+        if (mean_q, sd_q) != (0.0, 1.0):
+            q = mean_q + sd_q * q
+        if (mean_k, sd_k) != (0.0, 1.0):
+            k = mean_k + sd_k * k
+        out[start : start + m] = scale * torch.einsum("nd,nd->n", q, k)
     return out
 
 

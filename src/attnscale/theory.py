@@ -160,9 +160,7 @@ def scaled_dot_product_moments(
     >>> scaled_dot_product_moments(1024)
     Moments(mean=0.0, variance=1.0)
     """
-    raw = dot_product_moments(
-        d_k, mean_q=mean_q, mean_k=mean_k, var_q=var_q, var_k=var_k, rho=rho
-    )
+    raw = dot_product_moments(d_k, mean_q=mean_q, mean_k=mean_k, var_q=var_q, var_k=var_k, rho=rho)
     alpha = 1.0 / math.sqrt(d_k) if scale is None else _checks.finite_float(scale, "scale")
     return Moments(alpha * raw.mean, alpha**2 * raw.variance)
 
