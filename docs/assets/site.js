@@ -1,0 +1,30 @@
+// Runs on every page (Material's document$ also fires after instant navigation).
+
+// Render the math that pymdownx.arithmatex wrapped in \( \) and \[ \].
+function renderMath() {
+  renderMathInElement(document.body, {
+    delimiters: [
+      { left: "\\[", right: "\\]", display: true },
+      { left: "\\(", right: "\\)", display: false },
+    ],
+    ignoredClasses: ["highlight", "md-search"],
+    throwOnError: false,
+  });
+}
+
+// Material's search overlay has role="dialog" but no accessible name.
+function nameSearchDialog() {
+  const search = document.querySelector(".md-search[role=dialog]");
+  if (search && !search.hasAttribute("aria-label")) search.setAttribute("aria-label", "Search");
+}
+
+function onPage() {
+  renderMath();
+  nameSearchDialog();
+}
+
+if (typeof document$ !== "undefined") {
+  document$.subscribe(onPage);
+} else {
+  document.addEventListener("DOMContentLoaded", onPage);
+}
