@@ -345,3 +345,16 @@ def test_gaussian_logit_entropy_validation() -> None:
         gaussian_logit_entropy(8, -1.0)
     with pytest.raises(ValueError, match="sigma must be finite"):
         gaussian_logit_entropy(8, float("inf"))
+
+
+@pytest.mark.parametrize("gap", [10.0, 20.0, 40.0, 80.0])
+def test_jacobian_norms_accurate_for_nearly_one_hot_rows(gap: float) -> None:
+    # Two entries z = (gap, 0): p_2 = e^-gap / (1 + e^-gap) =: e, and J = e(1-e) [[1, -1], [-1, 1]],
+    # so ||J||_F = 2 e (1 - e) and ||J||_2 = 2 e (1 - e). Naive float32 formulas return 0 here.
+    e = math.exp(-gap) / (1 + math.exp(-gap))
+    expected = 2 * e * (1 - e)
+    z = torch.tensor([gap, 0.0])
+    assert softmax_jacobian_norm(z).item() == pytest.approx(expected, rel=1e-5)
+    assert softmax_jacobian_norm(z, norm="spectral").item() == pytest.approx(expected, rel=1e-5)
+    assert softmax_jacobian(z)[0, 0].item() == pytest.approx(e * (1 - e), rel=1e-5)
+    assert softmax_stats(z).jacobian_frobenius.item() == pytest.approx(expected, rel=1e-5)

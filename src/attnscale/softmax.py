@@ -67,6 +67,40 @@ def _prepare(logits: object, temperature: float = 1.0, name: str = "logits") -> 
     return z
 
 
+def _one_minus(p: torch.Tensor) -> torch.Tensor:
+    """$1 - p_i$ without cancellation: for the row's largest entry, sum the others."""
+    top = p.argmax(dim=-1, keepdim=True)  # (..., 1)
+    others = p.scatter(-1, top, 0.0)  # (..., n), the max entry zeroed
+    rest = others.sum(dim=-1, keepdim=True)  # (..., 1), = 1 - p_max, accurately
+    return (1.0 - p).scatter(-1, top, rest)
+
+
+def _jacobian(p: torch.Tensor) -> torch.Tensor:
+    """diag(p) - p p^T with the diagonal p_i (1 - p_i) computed without cancellation."""
+    n = p.shape[-1]
+    off = torch.ones(n, n, dtype=p.dtype, device=p.device) - torch.eye(
+        n, dtype=p.dtype, device=p.device
+    )
+    jac = -p.unsqueeze(-1) * p.unsqueeze(-2) * off  # (..., n, n), zero diagonal
+    return jac + torch.diag_embed(p * _one_minus(p))
+
+
+def _frobenius(p: torch.Tensor) -> torch.Tensor:
+    r"""$\lVert \mathrm{diag}(p) - p p^\top \rVert_F$ per row, accurate for near one-hot rows.
+
+    Splits off the largest entry $a = p_{\max}$ so that no term cancels:
+    $\lVert J \rVert_F^2 = \sum_i p_i^2 (1 - p_i)^2 + 2 a^2 b + b^2 - \sum_{i \ne \max} p_i^4$
+    with $b = \sum_{i \ne \max} p_i^2$.
+    """
+    top = p.argmax(dim=-1, keepdim=True)  # (..., 1)
+    others = p.scatter(-1, top, 0.0)  # (..., n)
+    a2 = p.gather(-1, top).squeeze(-1) ** 2  # (...)
+    b = (others * others).sum(dim=-1)  # (...)
+    diag = (p * _one_minus(p)) ** 2  # (..., n)
+    off = 2 * a2 * b + (b * b - (others**4).sum(dim=-1)).clamp_min(0.0)
+    return (diag.sum(dim=-1) + off).sqrt()
+
+
 def tempered_softmax(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     r"""Softmax at temperature $T$: $\mathrm{softmax}(z / T)$ along the last dimension.
 
@@ -290,13 +324,15 @@ def softmax_jacobian(logits: torch.Tensor) -> torch.Tensor:
     0.25
     """
     p = torch.softmax(_prepare(logits), dim=-1)  # (..., n)
-    return torch.diag_embed(p) - p.unsqueeze(-1) * p.unsqueeze(-2)  # (..., n, n)
+    return _jacobian(p)
 
 
 def softmax_jacobian_norm(logits: torch.Tensor, *, norm: str = "frobenius") -> torch.Tensor:
     r"""Frobenius or spectral norm of the softmax Jacobian of each row.
 
-    The Frobenius norm has a closed form in $O(n)$ per row:
+    The Frobenius norm has a closed form in $O(n)$ per row (evaluated in a
+    rearranged form that stays accurate for nearly one-hot rows, where the
+    norm is tiny):
 
     $$
     \lVert J \rVert_F^2 = \sum_i p_i^2 - 2 \sum_i p_i^3
@@ -342,12 +378,8 @@ def softmax_jacobian_norm(logits: torch.Tensor, *, norm: str = "frobenius") -> t
     z = _prepare(logits)
     p = torch.softmax(z, dim=-1)  # (..., n)
     if norm == "frobenius":
-        s2 = (p * p).sum(dim=-1)
-        s3 = (p * p * p).sum(dim=-1)
-        # Mathematically >= 0; clamp the rounding of a one-hot row.
-        return (s2 - 2 * s3 + s2 * s2).clamp_min(0.0).sqrt()
-    p64 = p.double()
-    jac = torch.diag_embed(p64) - p64.unsqueeze(-1) * p64.unsqueeze(-2)  # (..., n, n)
+        return _frobenius(p)
+    jac = _jacobian(p.double())  # (..., n, n)
     eigenvalues: torch.Tensor = torch.linalg.eigvalsh(jac)  # (..., n), ascending
     return eigenvalues[..., -1].clamp_min(0.0).to(p.dtype)
 
@@ -463,10 +495,7 @@ def softmax_stats(logits: torch.Tensor, *, temperature: float = 1.0) -> SoftmaxS
     p = logp.exp()
     h = -torch.where(p > 0, p * logp, torch.zeros_like(p)).sum(dim=-1)
     h = h.clamp_min(0.0)
-    s2 = (p * p).sum(dim=-1)
-    s3 = (p * p * p).sum(dim=-1)
-    fro = (s2 - 2 * s3 + s2 * s2).clamp_min(0.0).sqrt()
-    return SoftmaxStats(h, h / math.log(n), p.amax(dim=-1), fro)
+    return SoftmaxStats(h, h / math.log(n), p.amax(dim=-1), _frobenius(p))
 
 
 def gaussian_logit_entropy(n: int, sigma: float) -> float:
