@@ -4,7 +4,17 @@ Everything documented is importable from the top level, e.g.
 ``from attnscale import sample_scores``.
 """
 
-from .plotting import PALETTE, plot_score_histograms, plot_theory_vs_measured, plot_variance_vs_dk
+from .plotting import (
+    PALETTE,
+    plot_entropy_vs_temperature,
+    plot_jacobian_norm_vs_sigma,
+    plot_log_histograms,
+    plot_probability_rows,
+    plot_scaled_vs_unscaled,
+    plot_score_histograms,
+    plot_theory_vs_measured,
+    plot_variance_vs_dk,
+)
 from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
 from .softmax import (
     SoftmaxStats,
@@ -39,6 +49,11 @@ __all__ = [
     "init_projection_variance",
     "logit_gradient",
     "max_probability",
+    "plot_entropy_vs_temperature",
+    "plot_jacobian_norm_vs_sigma",
+    "plot_log_histograms",
+    "plot_probability_rows",
+    "plot_scaled_vs_unscaled",
     "plot_score_histograms",
     "plot_theory_vs_measured",
     "plot_variance_vs_dk",
