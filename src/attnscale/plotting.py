@@ -352,9 +352,7 @@ def plot_log_histograms(
     ax: Axes | None = None,
     xlabel: str = "$\\log_{10}$ of the value",
 ) -> Axes:
-    ax.fill_between(
-        x, lo, hi, color=PALETTE[0], alpha=0.18, linewidth=0, label="10-90% of rows"
-    )
+    """Overlay histograms of $\\log_{10}$ of values; values below ``floor`` pile up there.
 
     Shows distributions spanning many decades, such as per-row Jacobian norms
     that split into saturated (tiny) and unsaturated rows.
