@@ -249,6 +249,7 @@ def plot_scaled_vs_unscaled(
     *,
     theory_unscaled: Sequence[float] | None = None,
     theory_scaled: Sequence[float] | None = None,
+    theory_d_ks: Sequence[float] | None = None,
     label: str = "",
     ylabel: str = "value",
     colour: str = PALETTE[0],
@@ -266,6 +267,8 @@ def plot_scaled_vs_unscaled(
         Measured statistic for $q \\cdot k$ and $q \\cdot k / \\sqrt{d_k}$.
     theory_unscaled, theory_scaled : Sequence[float], optional
         Approximations drawn as thin dashed lines.
+    theory_d_ks : Sequence[float], optional
+        x values of the theory curves, if not ``d_ks`` (e.g. a finer grid).
     label : str
         Legend prefix, e.g. ``"n = 128"``.
     ylabel : str
@@ -295,9 +298,13 @@ def plot_scaled_vs_unscaled(
         linewidth=1.4,
         label=f"{prefix}scaled $1/\\sqrt{{d_k}}$",
     )
+    tx = x if theory_d_ks is None else _numpy(theory_d_ks)
     for theory in (theory_unscaled, theory_scaled):
         if theory is not None:
-            ax.plot(x, _numpy(theory), "--", color=colour, linewidth=0.9, alpha=0.7)
+            ty = _numpy(theory)
+            if ty.shape != tx.shape:
+                raise ValueError("theory curves must match theory_d_ks (or d_ks) in length")
+            ax.plot(tx, ty, "--", color=colour, linewidth=0.9, alpha=0.7)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("$d_k$ (key dimension)")
     ax.set_ylabel(ylabel)

@@ -93,12 +93,15 @@ def _frobenius(p: torch.Tensor) -> torch.Tensor:
     with $b = \sum_{i \ne \max} p_i^2$.
     """
     top = p.argmax(dim=-1, keepdim=True)  # (..., 1)
-    others = p.scatter(-1, top, 0.0)  # (..., n)
-    a2 = p.gather(-1, top).squeeze(-1) ** 2  # (...)
-    b = (others * others).sum(dim=-1)  # (...)
-    diag = (p * _one_minus(p)) ** 2  # (..., n)
-    off = 2 * a2 * b + (b * b - (others**4).sum(dim=-1)).clamp_min(0.0)
-    return (diag.sum(dim=-1) + off).sqrt()
+    others = p.scatter(-1, top, 0.0)  # (..., n), the max entry zeroed
+    a = p.gather(-1, top).squeeze(-1)  # (...), p_max
+    rest = others.sum(dim=-1)  # (...), 1 - p_max without cancellation
+    o2 = others * others
+    b = o2.sum(dim=-1)
+    d = others * (1.0 - others)  # p_i (1 - p_i) off the max; p_i <= 1/2 there
+    diag = (d * d).sum(dim=-1) + (a * rest) ** 2
+    off = 2 * a * a * b + (b * b - (o2 * o2).sum(dim=-1)).clamp_min(0.0)
+    return (diag + off).sqrt()
 
 
 def tempered_softmax(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -527,7 +530,9 @@ def gaussian_logit_entropy(n: int, sigma: float) -> float:
     for $n \ge 128$) and falls too fast as $\sigma \to \sigma_c$, where it
     reaches 0. The second overestimates the entropy at finite $n$
     (by roughly 20 to 40% for $n \le 1024$) and diverges as
-    $\sigma \to \sigma_c^+$. Near $\sigma_c$ neither branch is usable.
+    $\sigma \to \sigma_c^+$. Near $\sigma_c$ neither branch is usable; a
+    reasonable rule is to trust the first for $\sigma^2 \le \log n$ and the
+    second for $\sigma \ge 2 \sigma_c$.
 
     Parameters
     ----------
