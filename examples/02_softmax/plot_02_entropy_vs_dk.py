@@ -187,8 +187,8 @@ for n in N_VALUES:
 # branch is visibly off for unscaled scores at $d_k = 4$, $n = 128$ (compare the printed
 # table): $\sigma^2 = 4$ is close to $\log 128$. In the frozen phase the dashed curves have
 # the right $1/\sqrt{d_k}$ slope but sit above the measurements at moderate $d_k$, by a margin
-# that shrinks as $d_k$ grows. For the largest weight there is no equally simple closed form, so that
-# panel shows measurements only.
+# that shrinks as $d_k$ grows. For the largest weight there is no equally simple closed form,
+# so that panel shows measurements only.
 #
 # ## References
 #
