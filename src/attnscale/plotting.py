@@ -23,6 +23,7 @@ __all__ = [
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
     "plot_probability_rows",
+    "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
     "plot_score_histograms",
     "plot_theory_vs_measured",
@@ -195,6 +196,21 @@ def plot_theory_vs_measured(
 # --- softmax ---
 
 
+def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
+    """Labelled dashed vertical lines at the given x positions."""
+    for k, (label, value) in enumerate((marks or {}).items()):
+        ax.axvline(value, color=PALETTE[(k + 3) % len(PALETTE)], linestyle="--", linewidth=1)
+        ax.annotate(
+            label,
+            (value, 0.98),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize="x-small",
+        )
+
+
 def plot_probability_rows(
     rows: Mapping[str, torch.Tensor | np.ndarray | Sequence[float]],
     *,
@@ -316,6 +332,7 @@ def plot_jacobian_norm_vs_sigma(
     sigmas: Sequence[float],
     norms: torch.Tensor | np.ndarray,
     *,
+    marks: Mapping[str, float] | None = None,
     ax: Axes | None = None,
     ylabel: str = "$\\|J\\|_F$, softmax Jacobian norm",
 ) -> Axes:
@@ -327,6 +344,8 @@ def plot_jacobian_norm_vs_sigma(
         Logit standard deviations (x axis, log scale).
     norms : Tensor or ndarray
         Shape ``(len(sigmas), rows)``: one norm per row at each $\\sigma$.
+    marks : Mapping[str, float], optional
+        Logit scales to mark with labelled vertical lines.
     ax : matplotlib.axes.Axes, optional
         Axes to draw on.
     ylabel : str
@@ -344,6 +363,7 @@ def plot_jacobian_norm_vs_sigma(
     ax.fill_between(x, lo, hi, color=PALETTE[0], alpha=0.18, linewidth=0, label="10-90% of rows")
     ax.plot(x, v.mean(axis=1), "-", color=PALETTE[0], linewidth=1.8, label="mean")
     ax.plot(x, med, "--", color=PALETTE[1], linewidth=1.6, label="median")
+    _vmarks(ax, marks)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("$\\sigma$, standard deviation of the logits")
     ax.set_ylabel(ylabel)
@@ -444,19 +464,51 @@ def plot_entropy_vs_temperature(
         ax.plot(t, y, color=PALETTE[k % len(PALETTE)], linewidth=1.8, label=label)
     if log_n is not None:
         ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
-    for k, (label, value) in enumerate((marks or {}).items()):
-        ax.axvline(value, color=PALETTE[(k + 3) % len(PALETTE)], linestyle="--", linewidth=1)
-        ax.annotate(
-            label,
-            (value, 0.02),
-            xycoords=("data", "axes fraction"),
-            rotation=90,
-            ha="right",
-            va="bottom",
-            fontsize="small",
-        )
+    _vmarks(ax, marks)
     ax.set_xscale("log")
     ax.set_xlabel("temperature $T$")
     ax.set_ylabel("entropy $H$ (nats)")
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_saturation_vs_sigma(
+    sigmas: Sequence[float],
+    fractions: Mapping[str, Sequence[float]],
+    *,
+    marks: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Fraction of saturated softmax rows against the logit scale $\\sigma$.
+
+    Parameters
+    ----------
+    sigmas : Sequence[float]
+        Logit standard deviations (x axis, log scale).
+    fractions : Mapping[str, Sequence[float]]
+        Fractions in $[0, 1]$, one curve per label (e.g. per threshold).
+    marks : Mapping[str, float], optional
+        Logit scales to mark with labelled vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x = _numpy(sigmas)
+    if x.ndim != 1:
+        raise ValueError("sigmas must be a 1-D sequence")
+    ax = _style(_axes(ax))
+    for k, (label, f) in enumerate(fractions.items()):
+        y = _numpy(f)
+        if y.shape != x.shape:
+            raise ValueError(f"fractions[{label!r}] must have the length of sigmas, {x.size}")
+        ax.plot(x, y, "o-", color=PALETTE[k % len(PALETTE)], markersize=3, label=label)
+    _vmarks(ax, marks)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
+    ax.set_ylabel("fraction of saturated rows")
     ax.legend(frameon=False, fontsize="small")
     return ax
