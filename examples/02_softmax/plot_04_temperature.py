@@ -41,9 +41,10 @@ rows = {f"T = {t:g}": attnscale.tempered_softmax(scores, t) for t in SHOW_T}
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
 plot_probability_rows(rows, ax=ax, xlabel="key $j$")
 ax.set_title(f"softmax(s / T) of one row of raw scores, n = {N}, d_k = {D_K}")
-for label, p in rows.items():
-    h = attnscale.softmax_entropy(p.log()).item()
-    print(f"{label:10s} max p = {p.max():.3f}   entropy = {h:.3f} nats")
+for t in SHOW_T:
+    h = attnscale.softmax_entropy(scores, temperature=t).item()
+    p_max = attnscale.max_probability(scores, temperature=t).item()
+    print(f"T = {t:5g}: max p = {p_max:.3f}   entropy = {h:.3f} nats")
 
 # %%
 # At $T = 1$ (no scaling) the raw scores, whose spread is about $\sqrt{d_k}$, give a nearly
@@ -68,9 +69,8 @@ print(f"T = 1e+6: max |p - 1/n|             = {(hot - 1 / N).abs().max():.1e}")
 
 scaled = torch.softmax(scores / math.sqrt(D_K), dim=-1)
 tempered = attnscale.tempered_softmax(scores, math.sqrt(D_K))
-print(
-    f"max |softmax(s / sqrt(d_k)) - tempered_softmax(s, sqrt(d_k))| = {(scaled - tempered).abs().max():.1e}"
-)
+gap = (scaled - tempered).abs().max().item()
+print(f"max |softmax(s / sqrt(d_k)) - tempered_softmax(s, sqrt(d_k))| = {gap:.1e}")
 
 # %%
 # ## Entropy as a function of temperature
