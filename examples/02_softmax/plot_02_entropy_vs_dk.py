@@ -148,7 +148,7 @@ for n in N_VALUES:
 # ## What the measurements say
 #
 # - **Unscaled scores collapse.** Already at small $d_k$ the normalised entropy drops well
-#   below 1, and by $d_k$ in the hundreds the largest weight is close to 1 for every $n$: the
+#   below 1, and as $d_k$ grows the largest weight approaches 1 for every $n$ (the table): the
 #   query attends to one key, whatever the keys contain. The longer the row, the later the
 #   collapse, but only logarithmically in $n$.
 # - **Scaled scores do not depend on $d_k$.** The scaled curves are flat (up to sampling noise
