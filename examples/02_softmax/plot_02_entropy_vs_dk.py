@@ -47,16 +47,17 @@ q_long = torch.randn(max(ROWS.values()), max(D_KS), generator=gen)  # (rows, max
 sq_norms = q_long.square().cumsum(dim=-1)  # (rows, max d_k): |q[:d]|^2 for d = 1 ... max d_k
 q_norm = {d_k: sq_norms[:, d_k - 1].sqrt() for d_k in D_KS}  # (rows,) per d_k
 
+scale = torch.tensor([1 / math.sqrt(d_k) for d_k in D_KS])[:, None, None]  # (d_ks, 1, 1)
 results = {}
 for n in N_VALUES:
-    for d_k in D_KS:
-        raw = q_norm[d_k][: ROWS[n], None] * z[n]  # (rows, n), scores q . k_j
-        for name, logits in (("unscaled", raw), ("scaled", raw / math.sqrt(d_k))):
-            stats = attnscale.softmax_stats(logits)
-            results[n, d_k, name] = (
-                stats.normalized_entropy.mean().item(),
-                stats.max_probability.mean().item(),
-            )
+    norms = torch.stack([q_norm[d_k][: ROWS[n]] for d_k in D_KS])  # (d_ks, rows)
+    raw = norms[:, :, None] * z[n]  # (d_ks, rows, n), scores q . k_j for every d_k at once
+    for name, logits in (("unscaled", raw), ("scaled", raw * scale)):
+        stats = attnscale.softmax_stats(logits)
+        h = stats.normalized_entropy.mean(dim=-1)  # (d_ks,)
+        p = stats.max_probability.mean(dim=-1)  # (d_ks,)
+        for i, d_k in enumerate(D_KS):
+            results[n, d_k, name] = (h[i].item(), p[i].item())
 
 # %%
 # Check the shortcut against brute force: full keys, full dot products, at one $(n, d_k)$.
