@@ -4,8 +4,31 @@ Everything documented is importable from the top level, e.g.
 ``from attnscale import sample_scores``.
 """
 
-from .plotting import PALETTE, plot_score_histograms, plot_theory_vs_measured, plot_variance_vs_dk
+from .plotting import (
+    PALETTE,
+    plot_entropy_vs_temperature,
+    plot_jacobian_norm_vs_sigma,
+    plot_log_histograms,
+    plot_probability_rows,
+    plot_saturation_vs_sigma,
+    plot_scaled_vs_unscaled,
+    plot_score_histograms,
+    plot_theory_vs_measured,
+    plot_variance_vs_dk,
+)
 from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
+from .softmax import (
+    SoftmaxStats,
+    gaussian_logit_entropy,
+    logit_gradient,
+    max_probability,
+    saturated_fraction,
+    softmax_entropy,
+    softmax_jacobian,
+    softmax_jacobian_norm,
+    softmax_stats,
+    tempered_softmax,
+)
 from .theory import (
     Moments,
     dot_product_moments,
@@ -20,14 +43,30 @@ __all__ = [
     "DISTRIBUTIONS",
     "PALETTE",
     "Moments",
+    "SoftmaxStats",
     "VarianceEstimate",
     "dot_product_moments",
+    "gaussian_logit_entropy",
     "init_projection_variance",
+    "logit_gradient",
+    "max_probability",
+    "plot_entropy_vs_temperature",
+    "plot_jacobian_norm_vs_sigma",
+    "plot_log_histograms",
+    "plot_probability_rows",
+    "plot_saturation_vs_sigma",
+    "plot_scaled_vs_unscaled",
     "plot_score_histograms",
     "plot_theory_vs_measured",
     "plot_variance_vs_dk",
     "sample_scores",
+    "saturated_fraction",
     "scaled_dot_product_moments",
+    "softmax_entropy",
+    "softmax_jacobian",
+    "softmax_jacobian_norm",
+    "softmax_stats",
+    "tempered_softmax",
     "unit_variance_scale",
     "variance_estimate",
 ]

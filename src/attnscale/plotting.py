@@ -19,6 +19,12 @@ from . import _checks
 
 __all__ = [
     "PALETTE",
+    "plot_entropy_vs_temperature",
+    "plot_jacobian_norm_vs_sigma",
+    "plot_log_histograms",
+    "plot_probability_rows",
+    "plot_saturation_vs_sigma",
+    "plot_scaled_vs_unscaled",
     "plot_score_histograms",
     "plot_theory_vs_measured",
     "plot_variance_vs_dk",
@@ -204,4 +210,325 @@ def plot_theory_vs_measured(
     ax.set_yticks(y, labels)
     ax.set_xlabel(quantity)
     ax.legend(frameon=False, loc="lower right")
+    return ax
+
+
+# --- softmax ---
+
+
+def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
+    """Labelled dashed vertical lines at the given x positions."""
+    for k, (label, value) in enumerate((marks or {}).items()):
+        ax.axvline(value, color=PALETTE[(k + 3) % len(PALETTE)], linestyle="--", linewidth=1)
+        ax.annotate(
+            label,
+            (value, 0.98),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize="x-small",
+        )
+
+
+def plot_probability_rows(
+    rows: Mapping[str, torch.Tensor | np.ndarray | Sequence[float]],
+    *,
+    ax: Axes | None = None,
+    xlabel: str = "entry $i$ of the row",
+) -> Axes:
+    """Grouped bar chart of softmax outputs, one group of bars per entry, one colour per row.
+
+    Parameters
+    ----------
+    rows : Mapping[str, Tensor, ndarray or sequence of float]
+        Probability vectors of equal length, keyed by their legend label.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str
+        Label of the x axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    if not rows:
+        raise ValueError("rows must contain at least one probability vector")
+    arrays = {label: _numpy(p).ravel() for label, p in rows.items()}
+    n = {a.size for a in arrays.values()}
+    if len(n) != 1:
+        raise ValueError(f"rows must all have the same length, got lengths {sorted(n)}")
+    size = n.pop()
+    ax = _style(_axes(ax))
+    width = 0.8 / len(arrays)
+    x = np.arange(size)
+    for k, (label, p) in enumerate(arrays.items()):
+        ax.bar(
+            x + (k - (len(arrays) - 1) / 2) * width,
+            p,
+            width=width,
+            color=PALETTE[k % len(PALETTE)],
+            label=label,
+        )
+    ax.set_xticks(x, [str(i + 1) for i in range(size)])
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("probability $p_i$")
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_scaled_vs_unscaled(
+    d_ks: Sequence[int],
+    unscaled: Sequence[float],
+    scaled: Sequence[float],
+    *,
+    theory_unscaled: Sequence[float] | None = None,
+    theory_scaled: Sequence[float] | None = None,
+    theory_d_ks: Sequence[float] | None = None,
+    label: str = "",
+    ylabel: str = "value",
+    colour: str = PALETTE[0],
+    ax: Axes | None = None,
+) -> Axes:
+    """One row statistic against $d_k$, unscaled (filled) and scaled (open) scores in one colour.
+
+    Call it once per sequence length on the same Axes, with a different ``colour``.
+
+    Parameters
+    ----------
+    d_ks : Sequence[int]
+        Key dimensions (x axis, log scale).
+    unscaled, scaled : Sequence[float]
+        Measured statistic for $q \\cdot k$ and $q \\cdot k / \\sqrt{d_k}$.
+    theory_unscaled, theory_scaled : Sequence[float], optional
+        Approximations drawn as thin dashed lines.
+    theory_d_ks : Sequence[float], optional
+        x values of the theory curves, if not ``d_ks`` (e.g. a finer grid).
+    label : str
+        Legend prefix, e.g. ``"n = 128"``.
+    ylabel : str
+        Label of the y axis.
+    colour : str
+        Colour of this group of lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x, u, s = _numpy(d_ks), _numpy(unscaled), _numpy(scaled)
+    if not (x.ndim == 1 and x.shape == u.shape == s.shape):
+        raise ValueError("d_ks, unscaled and scaled must be 1-D sequences of equal length")
+    ax = _style(_axes(ax))
+    prefix = f"{label}, " if label else ""
+    ax.plot(x, u, "o-", color=colour, markersize=4, linewidth=1.4, label=f"{prefix}unscaled")
+    ax.plot(
+        x,
+        s,
+        "s:",
+        color=colour,
+        markersize=4,
+        markerfacecolor="white",
+        linewidth=1.4,
+        label=f"{prefix}scaled $1/\\sqrt{{d_k}}$",
+    )
+    tx = x if theory_d_ks is None else _numpy(theory_d_ks)
+    for theory in (theory_unscaled, theory_scaled):
+        if theory is not None:
+            ty = _numpy(theory)
+            if ty.shape != tx.shape:
+                raise ValueError("theory curves must match theory_d_ks (or d_ks) in length")
+            ax.plot(tx, ty, "--", color=colour, linewidth=0.9, alpha=0.7)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("$d_k$ (key dimension)")
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize="x-small")
+    return ax
+
+
+def plot_jacobian_norm_vs_sigma(
+    sigmas: Sequence[float],
+    norms: torch.Tensor | np.ndarray,
+    *,
+    marks: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+    ylabel: str = "$\\|J\\|_F$, softmax Jacobian norm",
+) -> Axes:
+    """Mean, median and 10-90% band of per-row Jacobian norms against the logit scale $\\sigma$.
+
+    Parameters
+    ----------
+    sigmas : Sequence[float]
+        Logit standard deviations (x axis, log scale).
+    norms : Tensor or ndarray
+        Shape ``(len(sigmas), rows)``: one norm per row at each $\\sigma$.
+    marks : Mapping[str, float], optional
+        Logit scales to mark with labelled vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    ylabel : str
+        Label of the y axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x, v = _numpy(sigmas), _numpy(norms)
+    if x.ndim != 1 or v.ndim != 2 or v.shape[0] != x.size or v.shape[1] == 0:
+        raise ValueError("norms must have shape (len(sigmas), rows) with at least one row")
+    ax = _style(_axes(ax))
+    lo, med, hi = np.quantile(v, [0.1, 0.5, 0.9], axis=1)
+    ax.fill_between(x, lo, hi, color=PALETTE[0], alpha=0.18, linewidth=0, label="10-90% of rows")
+    ax.plot(x, v.mean(axis=1), "-", color=PALETTE[0], linewidth=1.8, label="mean")
+    ax.plot(x, med, "--", color=PALETTE[1], linewidth=1.6, label="median")
+    _vmarks(ax, marks)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_log_histograms(
+    samples: Mapping[str, torch.Tensor | np.ndarray],
+    *,
+    floor: float = 1e-10,
+    bins: int = 40,
+    ax: Axes | None = None,
+    xlabel: str = "$\\log_{10}$ of the value",
+) -> Axes:
+    """Overlay histograms of $\\log_{10}$ of values; values below ``floor`` pile up there.
+
+    Shows distributions spanning many decades, such as per-row Jacobian norms
+    that split into saturated (tiny) and unsaturated rows.
+
+    Parameters
+    ----------
+    samples : Mapping[str, Tensor or ndarray]
+        Non-negative values keyed by legend label.
+    floor : float
+        Values below it (including 0) are counted in the first bin.
+    bins : int
+        Number of bins.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str
+        Label of the x axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    if not samples:
+        raise ValueError("samples must contain at least one entry")
+    floor = _checks.positive_float(floor, "floor")
+    bins = _checks.positive_int(bins, "bins")
+    ax = _style(_axes(ax))
+    arrays = {label: _numpy(v).ravel() for label, v in samples.items()}
+    top = max(float(np.max(a)) for a in arrays.values() if a.size)
+    edges = np.linspace(np.log10(floor), np.log10(max(top, floor * 10)) + 1e-9, bins + 1)
+    for k, (label, a) in enumerate(arrays.items()):
+        logs = np.log10(np.clip(a, floor, None))
+        ax.hist(
+            logs,
+            bins=edges.tolist(),
+            weights=np.full(a.size, 1.0 / max(a.size, 1)),
+            histtype="step",
+            linewidth=1.5,
+            color=PALETTE[k % len(PALETTE)],
+            label=label,
+        )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of rows per bin")
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_entropy_vs_temperature(
+    temperatures: Sequence[float],
+    entropies: Mapping[str, Sequence[float] | torch.Tensor | np.ndarray],
+    *,
+    log_n: float | None = None,
+    marks: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Entropy of $\\mathrm{softmax}(z / T)$ against the temperature $T$ (log scale).
+
+    Parameters
+    ----------
+    temperatures : Sequence[float]
+        Positive temperatures (x axis).
+    entropies : Mapping[str, sequence]
+        Entropy curves in nats keyed by legend label.
+    log_n : float, optional
+        Draw the ceiling $\\log n$ (uniform softmax) as a dotted line.
+    marks : Mapping[str, float], optional
+        Temperatures to mark with labelled vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    t = _numpy(temperatures)
+    if t.ndim != 1 or not np.all(t > 0):
+        raise ValueError("temperatures must be a 1-D sequence of positive numbers")
+    ax = _style(_axes(ax))
+    for k, (label, h) in enumerate(entropies.items()):
+        y = _numpy(h)
+        if y.shape != t.shape:
+            raise ValueError(f"entropies[{label!r}] must have the temperatures' length {t.size}")
+        ax.plot(t, y, color=PALETTE[k % len(PALETTE)], linewidth=1.8, label=label)
+    if log_n is not None:
+        ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
+    _vmarks(ax, marks)
+    ax.set_xscale("log")
+    ax.set_xlabel("temperature $T$")
+    ax.set_ylabel("entropy $H$ (nats)")
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_saturation_vs_sigma(
+    sigmas: Sequence[float],
+    fractions: Mapping[str, Sequence[float]],
+    *,
+    marks: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Fraction of saturated softmax rows against the logit scale $\\sigma$.
+
+    Parameters
+    ----------
+    sigmas : Sequence[float]
+        Logit standard deviations (x axis, log scale).
+    fractions : Mapping[str, Sequence[float]]
+        Fractions in $[0, 1]$, one curve per label (e.g. per threshold).
+    marks : Mapping[str, float], optional
+        Logit scales to mark with labelled vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x = _numpy(sigmas)
+    if x.ndim != 1:
+        raise ValueError("sigmas must be a 1-D sequence")
+    ax = _style(_axes(ax))
+    for k, (label, f) in enumerate(fractions.items()):
+        y = _numpy(f)
+        if y.shape != x.shape:
+            raise ValueError(f"fractions[{label!r}] must have the length of sigmas, {x.size}")
+        ax.plot(x, y, "o-", color=PALETTE[k % len(PALETTE)], markersize=3, label=label)
+    _vmarks(ax, marks)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
+    ax.set_ylabel("fraction of saturated rows")
+    ax.legend(frameon=False, fontsize="small")
     return ax
