@@ -682,7 +682,7 @@ class AttentionMonitor:
 
     def _add(
         self,
-        record: AttentionRecord,
+        site: tuple[str, str | None],
         *,
         path: str,
         logits: torch.Tensor,
@@ -701,6 +701,7 @@ class AttentionMonitor:
         stats = _logit_stats(
             logits, mask_value=th["mask_value"], saturation=th["saturation"], weights=weights
         )
+        record = self._site(*site)
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and scale not in (None, 0.0):
             max_abs_qk = float(stats["max_abs_logit"]) / abs(scale)
@@ -760,7 +761,7 @@ class AttentionMonitor:
             )
         n_heads = int(q.shape[-3]) if q.dim() >= 4 else None
         self._add(
-            self._site("sdpa"),
+            ("sdpa", None),
             path="sdpa",
             logits=logits,
             shape=tuple(q.shape),
@@ -890,7 +891,7 @@ class AttentionMonitor:
             logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
         dtype = a["query"].dtype
         self._add(
-            self._site(path.split(":")[0], where),
+            (path.split(":")[0], where),
             path=path,
             logits=logits,
             shape=(bsz, h, lq, d),
@@ -969,6 +970,8 @@ class AttentionMonitor:
                 and isinstance(b, torch.Tensor)
                 and a.dim() >= 2
                 and b.dim() >= 2
+                and not isinstance(a, nn.Parameter)
+                and not isinstance(b, nn.Parameter)
             ):
                 self._products.append((out.detach(), a.detach(), b.detach()))
             return out
@@ -999,36 +1002,39 @@ class AttentionMonitor:
         xs = self._sample(x, rows_dim=x.dim() - 2).float()
         ps = self._sample(prod, rows_dim=prod.dim() - 2).float()
         if x.data_ptr() == prod.data_ptr() and x.stride() == prod.stride():
-            c, resid = 1.0, 0.0
+            c, resid = 1.0, 0.0  # type: float | None, float | None
         else:
             ok = torch.isfinite(xs) & torch.isfinite(ps) & (xs > self.thresholds["mask_value"])
             xv, pv = xs[ok], ps[ok]
             den = float((pv * pv).sum())
-            if den == 0.0:
-                return
-            c = float((xv * pv).sum()) / den
-            nx = float(xv.norm())
-            resid = float((xv - c * pv).norm()) / nx if nx > 0 else 0.0
-        if resid > 0.5:
-            return  # the softmax input is not a rescaled product of the same shape
+            if den > 0.0:
+                c = float((xv * pv).sum()) / den
+                nx = float(xv.norm())
+                resid = float((xv - c * pv).norm()) / nx if nx > 0 else 0.0
+            elif bool(torch.isfinite(ps).all()):
+                return  # nothing to compare, nothing overflowed: not attention we can read
+            else:  # every entry overflowed or is masked: keep the record, scale unknown
+                c, resid = None, None
+        if resid is not None and resid >= 0.1:
+            c = None  # not a pure rescaling (soft-cap, additive bias): scale unknown
         head_dim = int(a.shape[-1])
         pre = self._prescale(a) * self._prescale(b)
         n_heads = int(x.shape[-3]) if x.dim() >= 4 else None
-        record = self._site("softmax(QK^T)")
+        finite = ps[torch.isfinite(ps)]
         stats = self._add(
-            record,
+            ("softmax(QK^T)", None),
             path="softmax",
             logits=xs,
             shape=tuple(x.shape),
             dtype=x.dtype,
             head_dim=head_dim,
             n_heads=n_heads,
-            scale=c * pre,
+            scale=None if c is None else c * pre,
             q=self._sample(a),
             k=self._sample(b),
             weights=self._sample(out, rows_dim=out.dim() - 2),
             fit_residual=resid,
-            max_abs_qk=(float(ps[torch.isfinite(ps)].abs().max()) if ps.numel() else None)
+            max_abs_qk=(float(finite.abs().max()) if finite.numel() else math.inf)
             if prod.dtype == torch.float16
             else None,
         )
