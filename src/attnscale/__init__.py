@@ -13,7 +13,14 @@ from .monitor import (
     Finding,
     MonitorReport,
 )
-from .plotting import PALETTE, plot_score_histograms, plot_theory_vs_measured, plot_variance_vs_dk
+from .plotting import (
+    PALETTE,
+    plot_monitor_series,
+    plot_monitor_summary,
+    plot_score_histograms,
+    plot_theory_vs_measured,
+    plot_variance_vs_dk,
+)
 from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
 from .theory import (
     Moments,
@@ -39,6 +46,8 @@ __all__ = [
     "VarianceEstimate",
     "dot_product_moments",
     "init_projection_variance",
+    "plot_monitor_series",
+    "plot_monitor_summary",
     "plot_score_histograms",
     "plot_theory_vs_measured",
     "plot_variance_vs_dk",

@@ -471,8 +471,8 @@ class AttentionMonitor:
         model: nn.Module | None = None,
         *,
         gradients: bool = True,
-        sample_batch: int = 4,
-        max_query_rows: int = 256,
+        sample_batch: int = 2,
+        max_query_rows: int = 64,
         **thresholds: float,
     ) -> None:
         if model is not None and not isinstance(model, nn.Module):
