@@ -297,7 +297,7 @@ def plot_monitor_summary(
         for rec in report.records:
             v = getattr(rec.last, metric)
             labels.append(name if len(report.records) == 1 else f"{name}: {rec.where}")
-            values.append(np.nan if v is None else float(v))
+            values.append(np.nan if v is None or not np.isfinite(v) else float(v))
     if not labels:
         raise ValueError("reports must contain at least one record")
     ax = _style(_axes(ax, (6.4, 0.45 * len(labels) + 1.2)))
