@@ -4,11 +4,22 @@ Everything documented is importable from the top level, e.g.
 ``from attnscale import sample_scores``.
 """
 
+from .monitor import (
+    GUIDE_URL,
+    THRESHOLDS,
+    AttentionMonitor,
+    AttentionRecord,
+    AttentionStats,
+    Finding,
+    MonitorReport,
+)
 from .plotting import (
     PALETTE,
     plot_entropy_vs_temperature,
     plot_jacobian_norm_vs_sigma,
     plot_log_histograms,
+    plot_monitor_series,
+    plot_monitor_summary,
     plot_probability_rows,
     plot_saturation_vs_sigma,
     plot_scaled_vs_unscaled,
@@ -41,8 +52,15 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DISTRIBUTIONS",
+    "GUIDE_URL",
     "PALETTE",
+    "THRESHOLDS",
+    "AttentionMonitor",
+    "AttentionRecord",
+    "AttentionStats",
+    "Finding",
     "Moments",
+    "MonitorReport",
     "SoftmaxStats",
     "VarianceEstimate",
     "dot_product_moments",
@@ -53,6 +71,8 @@ __all__ = [
     "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
+    "plot_monitor_series",
+    "plot_monitor_summary",
     "plot_probability_rows",
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",

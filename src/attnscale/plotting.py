@@ -8,7 +8,10 @@ add titles or combine panels freely.
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,11 +20,16 @@ from matplotlib.axes import Axes
 
 from . import _checks
 
+if TYPE_CHECKING:
+    from .monitor import MonitorReport
+
 __all__ = [
     "PALETTE",
     "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
+    "plot_monitor_series",
+    "plot_monitor_summary",
     "plot_probability_rows",
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
@@ -531,4 +539,119 @@ def plot_saturation_vs_sigma(
     ax.set_xlabel("$\\sigma$, standard deviation of the logits")
     ax.set_ylabel("fraction of saturated rows")
     ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+# --- monitor ---
+
+
+def plot_monitor_series(
+    report: MonitorReport,
+    *,
+    metric: str = "entropy_fraction",
+    ax: Axes | None = None,
+    where: Sequence[str] | None = None,
+    ylabel: str | None = None,
+) -> Axes:
+    """Plot one statistic of an [AttentionMonitor][attnscale.AttentionMonitor] report against step.
+
+    Parameters
+    ----------
+    report : MonitorReport
+        The report, whose records hold one entry per call (step).
+    metric : str
+        A field of [AttentionStats][attnscale.AttentionStats], e.g.
+        ``"entropy_fraction"`` or ``"max_abs_logit"``.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    where : Sequence[str], optional
+        Call sites to draw (default: all).
+    ylabel : str, optional
+        Label of the y axis (default: the metric's name).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    TypeError
+        If ``report`` is not a MonitorReport.
+    ValueError
+        If ``metric`` is unknown or ``report`` has no records to draw.
+    """
+    from .monitor import AttentionStats, MonitorReport
+
+    if not isinstance(report, MonitorReport):
+        raise TypeError(f"report must be a MonitorReport, got {type(report).__name__}")
+    fields = [f.name for f in dataclasses.fields(AttentionStats)]
+    _checks.one_of(metric, "metric", fields)
+    records = [r for r in report.records if where is None or r.where in where]
+    if not records:
+        raise ValueError("report has no records to plot (check where)")
+    ax = _style(_axes(ax))
+    for colour, rec in zip(itertools.cycle(PALETTE), records):
+        values = [np.nan if v is None else float(v) for v in rec.values(metric)]
+        ax.plot(np.arange(len(values)), values, color=colour, linewidth=1.4, label=rec.where)
+    ax.set_xlabel("step (call number)")
+    ax.set_ylabel(ylabel or metric.replace("_", " "))
+    if len(records) > 1:
+        ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_monitor_summary(
+    reports: Mapping[str, MonitorReport],
+    *,
+    metric: str = "logit_std",
+    ax: Axes | None = None,
+    xlabel: str | None = None,
+    log: bool = False,
+) -> Axes:
+    """Horizontal bars comparing one statistic's last value across several reports.
+
+    Each report contributes one bar per call site, labelled ``name: where``.
+
+    Parameters
+    ----------
+    reports : Mapping[str, MonitorReport]
+        Reports keyed by a short name (e.g. the planted bug).
+    metric : str
+        A field of [AttentionStats][attnscale.AttentionStats].
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str, optional
+        Label of the x axis (default: the metric's name).
+    log : bool
+        Use a logarithmic x axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``metric`` is unknown or there is nothing to draw.
+    """
+    from .monitor import AttentionStats
+
+    fields = [f.name for f in dataclasses.fields(AttentionStats)]
+    _checks.one_of(metric, "metric", fields)
+    labels: list[str] = []
+    values: list[float] = []
+    for name, report in reports.items():
+        for rec in report.records:
+            v = getattr(rec.last, metric)
+            labels.append(name if len(report.records) == 1 else f"{name}: {rec.where}")
+            values.append(np.nan if v is None or not np.isfinite(v) else float(v))
+    if not labels:
+        raise ValueError("reports must contain at least one record")
+    ax = _style(_axes(ax, (6.4, 0.45 * len(labels) + 1.2)))
+    y = np.arange(len(labels))[::-1]
+    ax.barh(y, values, color=[PALETTE[i % len(PALETTE)] for i in range(len(labels))])
+    ax.set_yticks(y, labels)
+    if log:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel or metric.replace("_", " "))
     return ax

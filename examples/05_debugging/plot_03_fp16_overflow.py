@@ -1,0 +1,81 @@
+r"""# Step 5: float16 overflow of $QK^\top$
+
+Float16 stops at 65504. An unscaled $q\cdot k$ of large activations passes it before the scale
+is applied, the score becomes `inf` and the softmax `NaN`. The monitor flags the risk before it
+happens and the overflow when it does.
+"""
+
+# %%
+SEED = 0
+BATCH, HEADS, SEQ, D_HEAD = 1, 4, 32, 64
+GROWTH = (2.0, 24.0, 48.0)  # activation sizes, as if q and k grew during training
+
+import math
+
+import matplotlib.pyplot as plt
+import torch
+
+from attnscale import AttentionMonitor, plotting
+
+torch.manual_seed(SEED)
+base_q = torch.randn(BATCH, HEADS, SEQ, D_HEAD)
+base_k = torch.randn(BATCH, HEADS, SEQ, D_HEAD)
+
+
+def attention_fp16(q: torch.Tensor, k: torch.Tensor, upcast: bool) -> torch.Tensor:
+    c = 1 / math.sqrt(q.shape[-1])
+    if upcast:  # the fix: form the scores in float32
+        q, k = q.float(), k.float()
+    # the bug (upcast=False): the raw product is formed in float16 before the scale
+    scores = (q @ k.transpose(-2, -1)) * c  # (b, heads, n, n)
+    return torch.softmax(scores, dim=-1)
+
+
+reports = {}
+for growth in GROWTH:
+    q, k = (growth * base_q).half(), (growth * base_k).half()
+    with AttentionMonitor() as monitor:
+        weights = attention_fp16(q, k, upcast=False)
+    reports[f"x{growth:g}"] = monitor.report()
+    print(f"growth x{growth:g}: NaN weights = {int(weights.isnan().sum())}")
+
+# %%
+# ## Largest raw product against the float16 limit
+
+fig, ax = plt.subplots(figsize=(6.4, 2.4), layout="constrained")
+plotting.plot_monitor_summary(reports, metric="max_abs_qk", ax=ax, xlabel="max |q·k|", log=True)
+ax.axvline(65504, color="0.3", linestyle="--", linewidth=1)
+ax.set_title("Largest unscaled q·k in float16 (dashed: 65504)")
+
+# %%
+# ## The reports
+#
+# Small activations: no fp16 finding. Larger: `fp16-overflow-risk` as a warning. Largest: the
+# product overflowed, an error, and `non-finite` as well. Note that logits this large are also
+# reported as `large-logits`: with the scale $1/\sqrt{64}$, a raw product of 65504 is a logit
+# of 8188, so float16 overflow of $QK^\top$ only happens once attention is already saturated;
+# the overflow turns a saturated softmax into NaN.
+
+for name, report in reports.items():
+    print(f"--- growth {name}")
+    print(report)
+
+# %%
+# ## The fix
+#
+# Compute the scores in float32 (upcast), or multiply q by the scale before the product, or use
+# `torch.nn.functional.scaled_dot_product_attention`. Here: the upcast. The NaN is gone; the
+# large logits remain, and the report says so.
+
+q, k = (GROWTH[-1] * base_q).half(), (GROWTH[-1] * base_k).half()
+with AttentionMonitor() as monitor:
+    weights = attention_fp16(q, k, upcast=True)
+fixed = monitor.report()
+print(f"NaN weights after the fix: {int(weights.isnan().sum())}")
+print(fixed)
+
+# %%
+# ## References
+#
+# Reported in transformers #28163 and ultralytics #24990. The monitor's headroom threshold
+# (`fp16_headroom`, see [THRESHOLDS][attnscale.THRESHOLDS]) sets how early it warns.

@@ -1,0 +1,82 @@
+r"""# Step 6: entropy collapse during high-learning-rate training
+
+Attention logits can grow during training until rows are one-hot. Here a small attention model
+is trained twice, at a moderate and at a high learning rate, with the monitor on for every step;
+the plot shows entropy and the largest logit against step.
+"""
+
+# %%
+SEED = 0
+BATCH, SEQ, D_MODEL, HEADS, STEPS = 16, 16, 64, 2, 40
+LEARNING_RATES = (1e-3, 1e-1)
+
+import matplotlib.pyplot as plt
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attnscale import AttentionMonitor, plotting
+
+
+class TinyModel(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True)
+        self.out = nn.Linear(D_MODEL, D_MODEL)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.attn(x, x, x, need_weights=False)[0])
+
+
+def train(lr: float) -> tuple[AttentionMonitor, list[float]]:
+    torch.manual_seed(SEED)
+    model = TinyModel()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    g = torch.Generator().manual_seed(SEED)
+    losses = []
+    with AttentionMonitor(model) as monitor:
+        for _ in range(STEPS):
+            x = torch.randn(BATCH, SEQ, D_MODEL, generator=g)
+            target = x.roll(1, dims=1)  # copy the previous token: wants sharp attention
+            loss = F.mse_loss(model(x), target)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.detach()))
+    return monitor, losses
+
+
+runs = {lr: train(lr) for lr in LEARNING_RATES}
+
+# %%
+# ## Entropy and the largest logit against step
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3), layout="constrained")
+for lr, (monitor, _) in runs.items():
+    report = monitor.report()
+    plotting.plot_monitor_series(
+        report, metric="entropy_fraction", ax=ax1, ylabel="entropy / log n"
+    )
+    plotting.plot_monitor_series(report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|")
+    ax1.lines[-1].set_label(f"lr {lr:g}")
+    ax2.lines[-1].set_label(f"lr {lr:g}")
+ax1.legend(frameon=False)
+ax2.set_yscale("log")
+fig.suptitle("Attention entropy and largest logit during training, two learning rates")
+
+# %%
+# ## The reports
+
+for lr, (monitor, losses) in runs.items():
+    print(f"--- lr {lr:g}: final loss {losses[-1]:.4f}")
+    print(monitor.report())
+
+# %%
+# ## What to do
+#
+# If the high-rate run's report shows `large-logits` or `entropy-collapse` late in training,
+# lower the learning rate, add QK-LayerNorm (Dehghani et al. 2023, arXiv:2302.05442;
+# Wortsman et al. 2023, arXiv:2309.14322) or σReparam (Zhai et al. 2023, arXiv:2303.06296).
+# A task that wants one-hot attention (like this copy task) may legitimately reach low
+# entropy; judge the finding together with the loss. See
+# [plot_monitor_series][attnscale.plot_monitor_series].

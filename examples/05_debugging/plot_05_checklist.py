@@ -1,0 +1,37 @@
+r"""# The checklist
+
+The steps of this section as a short list to print and keep next to the model code, each
+linked to the page that demonstrates it.
+"""
+
+# %%
+# ## Run the monitor
+#
+# ```python
+# from attnscale import AttentionMonitor
+# with AttentionMonitor(model) as monitor:
+#     loss = model(batch).loss; loss.backward()   # or a few training steps
+# print(monitor.report())
+# ```
+#
+# ## Check, in order
+#
+# 1. **Scale present?** `scale/ref` near 8 for head_dim 64 means no scale
+#    ([step 1](plot_01_scale_bugs.md)).
+# 2. **Right dimension?** $1/\sqrt{\text{heads}}$ means $\sqrt{d_\text{model}}$ was used
+#    ([step 2](plot_01_scale_bugs.md)).
+# 3. **Scaled once?** $1/\sqrt{d_\text{head}}$ means double scaling
+#    ([step 3](plot_01_scale_bugs.md)).
+# 4. **Every code path the same?** Compare reports (and outputs) of eager and fused paths; a
+#    dropped soft-cap shows as a wider logit range ([step 4](plot_02_soft_cap.md)).
+# 5. **Half precision safe?** `fp16-overflow-risk` or `non-finite`: scale q first or upcast
+#    ([step 5](plot_03_fp16_overflow.md)).
+# 6. **Stable over training?** Plot entropy and max |logit| against step; falling entropy with
+#    growing logits is collapse ([step 6](plot_04_entropy_collapse.md)).
+#
+# A `scale-mismatch` at `info` severity with healthy logits (e.g. T5's folded scale) needs no
+# action.
+
+import attnscale
+
+print(f"thresholds used by the monitor: {attnscale.THRESHOLDS}")

@@ -1,0 +1,432 @@
+"""Tests for attnscale.monitor: planted bugs, healthy models, invariance, restoration."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attnscale import THRESHOLDS, AttentionMonitor, MonitorReport
+
+D_MODEL, HEADS, SEQ, BATCH = 256, 4, 32, 4
+D_HEAD = D_MODEL // HEADS  # 64
+
+
+class HandAttention(nn.Module):
+    """Hand-written multi-head self-attention with a planted bug selected by ``mode``."""
+
+    def __init__(self, mode: str = "ok", d_model: int = D_MODEL, heads: int = HEADS) -> None:
+        super().__init__()
+        self.q = nn.Linear(d_model, d_model)
+        self.k = nn.Linear(d_model, d_model)
+        self.v = nn.Linear(d_model, d_model)
+        self.heads, self.mode = heads, mode
+        if mode == "t5":  # T5 init: the scale lives in W_q, no division at run time
+            dh = d_model // heads
+            nn.init.normal_(self.q.weight, std=(d_model * dh) ** -0.5)
+            nn.init.normal_(self.k.weight, std=d_model**-0.5)
+            nn.init.zeros_(self.q.bias)
+            nn.init.zeros_(self.k.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        dh = d // self.heads
+        q = self.q(x).view(b, n, self.heads, dh).transpose(1, 2)  # (b, heads, n, dh)
+        k = self.k(x).view(b, n, self.heads, dh).transpose(1, 2)  # (b, heads, n, dh)
+        v = self.v(x).view(b, n, self.heads, dh).transpose(1, 2)  # (b, heads, n, dh)
+        if self.mode == "double":
+            q = q * dh**-0.5
+        scores = q @ k.transpose(-2, -1)
+        if self.mode in ("ok", "double"):
+            scores = scores / math.sqrt(dh)
+        elif self.mode == "dmodel":
+            scores = scores / math.sqrt(d)
+        elif self.mode == "huge":
+            scores = scores * 30.0
+        weights = torch.softmax(scores, dim=-1)
+        return (weights @ v).transpose(1, 2).reshape(b, n, d)  # (b, n, d)
+
+
+def _x(seed: int = 0, batch: int = BATCH, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, SEQ, D_MODEL, generator=g).to(dtype)
+
+
+def _monitor(model: nn.Module, x: torch.Tensor, **kw: float) -> MonitorReport:
+    with AttentionMonitor(model, **kw) as mon:
+        model(x)
+    return mon.report()
+
+
+def _sev(report: MonitorReport, code: str) -> set[str]:
+    return {f.severity for f in report.findings if f.code == code}
+
+
+# --- planted bugs --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("mode", "cause"),
+    [("none", "no scale"), ("dmodel", "sqrt(d_model)"), ("double", "double scaling")],
+)
+def test_scale_bugs_are_warnings_with_cause(mode: str, cause: str) -> None:
+    torch.manual_seed(0)
+    report = _monitor(HandAttention(mode, heads=HEADS if mode != "dmodel" else 8), _x())
+    found = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert len(found) == 1
+    assert found[0].severity in ("warning", "error")
+    assert cause in found[0].message
+    assert found[0].where.startswith("HandAttention")
+
+
+def test_scale_ratio_is_measured() -> None:
+    torch.manual_seed(0)
+    expected = {"ok": 1.0, "none": math.sqrt(D_HEAD), "double": 1 / math.sqrt(D_HEAD)}
+    for mode, ratio in expected.items():
+        rec = _monitor(HandAttention(mode), _x()).records[0]
+        assert rec.last.head_dim == D_HEAD
+        assert rec.last.scale_ratio == pytest.approx(ratio, rel=1e-3)
+
+
+def test_large_logits_and_entropy_collapse() -> None:
+    torch.manual_seed(0)
+    report = _monitor(HandAttention("huge"), _x())
+    assert _sev(report, "large-logits") & {"warning", "error"}
+    assert _sev(report, "entropy-collapse") & {"warning", "error"}
+
+
+def test_sdpa_unscaled_large_logits() -> None:
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 4, 64, 256, generator=g), torch.randn(2, 4, 64, 256, generator=g)
+    with AttentionMonitor() as mon:
+        F.scaled_dot_product_attention(q, k, k, scale=1.0)
+    codes = mon.report().codes()
+    assert {"scale-mismatch", "large-logits"} <= codes
+
+
+def test_non_finite_and_fp16_overflow() -> None:
+    q = torch.full((1, 2, 8, 64), 40.0, dtype=torch.float16)
+    q[..., 1::2] = -40.0
+    with AttentionMonitor() as mon:
+        scores = q @ q.transpose(-2, -1)  # 64 * 1600 = 102400 > 65504: inf
+        torch.softmax(scores / 8.0, dim=-1)
+    report = mon.report()
+    assert "error" in _sev(report, "fp16-overflow-risk")
+    assert "error" in _sev(report, "non-finite")
+
+
+def test_fp16_overflow_risk_before_overflow() -> None:
+    g = torch.Generator().manual_seed(0)
+    q = (torch.randn(1, 2, 16, 64, generator=g) * 10).half()  # |q.q| ~ 64 * 100 = 6400
+    with AttentionMonitor(fp16_headroom=16) as mon:
+        F.scaled_dot_product_attention(q, q, q)
+    assert "fp16-overflow-risk" in mon.report().codes()
+
+
+def test_softcap_path_bounds_logits() -> None:
+    g = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, 32, 64, generator=g) * 4
+    cap = 10.0
+    with AttentionMonitor() as mon:
+        s = q @ q.transpose(-2, -1) / 8.0
+        torch.softmax(torch.tanh(s / cap) * cap, dim=-1)
+    rec = mon.report().records[0]
+    assert rec.last.max_abs_logit <= cap + 1e-4
+
+
+# --- healthy models ------------------------------------------------------
+
+
+def _healthy_models() -> dict[str, nn.Module]:
+    torch.manual_seed(0)
+    return {
+        "mha": nn.MultiheadAttention(D_MODEL, HEADS, batch_first=True),
+        "encoder": nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(D_MODEL, HEADS, 512, batch_first=True),
+            2,
+            enable_nested_tensor=False,
+        ),
+        "decoder": nn.TransformerDecoderLayer(D_MODEL, HEADS, 512, batch_first=True),
+        "hand": HandAttention("ok"),
+        "t5": HandAttention("t5"),
+    }
+
+
+def _call(name: str, model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    if name == "mha":
+        out: torch.Tensor = model(x, x, x)[0]
+        return out
+    if name == "decoder":
+        out = model(x, x)
+        return out
+    out = model(x)
+    return out
+
+
+@pytest.mark.parametrize("train", [True, False])
+@pytest.mark.parametrize("name", ["mha", "encoder", "decoder", "hand", "t5"])
+def test_healthy_models_have_no_warnings(name: str, train: bool) -> None:
+    model = _healthy_models()[name].train(train)
+    x = _x()
+    with AttentionMonitor(model) as mon:
+        _call(name, model, x)
+    report = mon.report()
+    assert report.records, "no attention captured"
+    assert report.codes("warning") == set(), str(report)
+
+
+def test_t5_scale_mismatch_is_info_only() -> None:
+    report = _monitor(HandAttention("t5"), _x())
+    assert _sev(report, "scale-mismatch") == {"info"}
+
+
+def test_healthy_sdpa_default_scale() -> None:
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(2, 4, 64, 64, generator=g), torch.randn(2, 4, 64, 64, generator=g)
+    with AttentionMonitor() as mon:
+        F.scaled_dot_product_attention(q, k, k, is_causal=True)
+    report = mon.report()
+    assert report.records[0].last.scale_ratio == pytest.approx(1.0)
+    assert report.codes("warning") == set()
+
+
+def test_module_paths_and_time_series() -> None:
+    model = _healthy_models()["encoder"]
+    with AttentionMonitor(model) as mon:
+        for _ in range(3):
+            model(_x())
+    report = mon.report()
+    assert [r.where for r in report.records] == ["layers.0.self_attn", "layers.1.self_attn"]
+    assert all(len(r.series) == 3 for r in report.records)
+    assert [s.step for s in report.records[0].series] == [0, 1, 2]
+    assert len(report.records[0].values("entropy")) == 3
+
+
+# --- MHA paths -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("train", [True, False])
+def test_mha_every_path_captured_same_stats(need_weights: bool, train: bool) -> None:
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(64, 4, batch_first=True).train(train)
+    mha.dropout = 0.0
+    x = torch.randn(2, 10, 64)
+    with AttentionMonitor(mha) as mon, torch.no_grad():
+        mha(x, x, x, need_weights=need_weights)
+    rec = mon.report().records
+    assert len(rec) == 1
+    assert rec[0].last.head_dim == 16
+    assert rec[0].last.scale_ratio == pytest.approx(1.0)
+
+
+def test_mha_fast_path_is_taken_and_captured() -> None:
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(64, 4, batch_first=True).eval()
+    x = torch.randn(2, 10, 64)
+    called = []
+    original = torch._native_multi_head_attention
+
+    def spy(*args: object, **kwargs: object) -> object:
+        called.append(1)
+        return original(*args, **kwargs)
+
+    torch._native_multi_head_attention = spy
+    try:
+        with torch.no_grad(), AttentionMonitor(mha) as mon:
+            out = mha(x, x, x, need_weights=False)[0]
+    finally:
+        torch._native_multi_head_attention = original
+    assert called, "fast path not taken"
+    with torch.no_grad():
+        assert torch.equal(out, mha(x, x, x, need_weights=False)[0])
+    assert len(mon.report().records) == 1
+
+
+def test_encoder_layer_fused_fast_path_captured() -> None:
+    model = _healthy_models()["encoder"].eval()
+    x = _x()
+    with torch.no_grad():
+        ref = model(x)
+        with AttentionMonitor(model) as mon:
+            out = model(x)
+    assert torch.equal(ref, out)
+    recs = mon.report().records
+    assert [r.last.path for r in recs] == ["multihead_attention:encoder-fastpath"] * 2
+    assert recs[0].last.entropy_fraction > 0.5
+
+
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")
+def test_encoder_nested_tensor_padding_mask() -> None:
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(64, 4, 128, batch_first=True)
+    model = nn.TransformerEncoder(layer, 2).eval()
+    x = torch.randn(3, 12, 64)
+    pad = torch.zeros(3, 12, dtype=torch.bool)
+    pad[1, 8:] = True
+    with torch.no_grad():
+        ref = model(x, src_key_padding_mask=pad)
+        with AttentionMonitor(model) as mon:
+            out = model(x, src_key_padding_mask=pad)
+    assert torch.equal(torch.nan_to_num(ref), torch.nan_to_num(out))
+    report = mon.report()
+    assert len(report.records) == 2
+    assert report.records[0].last.masked_fraction > 0
+
+
+# --- guarantees ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["mha", "encoder", "decoder", "hand"])
+def test_outputs_and_gradients_bitwise_identical(name: str) -> None:
+    model = _healthy_models()[name].train()
+    x = _x(1)
+
+    def run() -> tuple[torch.Tensor, list[torch.Tensor]]:
+        model.zero_grad()
+        torch.manual_seed(123)  # same dropout masks
+        out = _call(name, model, x)
+        out.square().sum().backward()
+        return out.detach(), [p.grad.clone() for p in model.parameters() if p.grad is not None]
+
+    ref_out, ref_grads = run()
+    with AttentionMonitor(model) as mon:
+        out, grads = run()
+    assert torch.equal(ref_out, out)
+    assert len(grads) == len(ref_grads)
+    assert all(torch.equal(a, b) for a, b in zip(ref_grads, grads, strict=True))
+    assert mon.report().records
+
+
+def test_gradient_norm_recorded() -> None:
+    model = HandAttention("ok")
+    with AttentionMonitor(model) as mon:
+        model(_x()).sum().backward()
+    grad_norm = mon.report().records[0].last.grad_norm
+    assert grad_norm is not None
+    assert grad_norm > 0
+
+
+def _patched_objects() -> list[object]:
+    return [
+        F.scaled_dot_product_attention,
+        F.softmax,
+        torch.softmax,
+        torch.Tensor.softmax,
+        torch.matmul,
+        torch.bmm,
+        torch.Tensor.matmul,
+        torch.Tensor.__matmul__,
+        torch.Tensor.bmm,
+        nn.MultiheadAttention.forward,
+        nn.TransformerEncoderLayer.forward,
+    ]
+
+
+def test_state_restored_after_exception() -> None:
+    from torch.nn.modules import module as module_mod
+
+    before = _patched_objects()
+    hooks = (len(module_mod._global_forward_hooks), len(module_mod._global_forward_pre_hooks))
+    model = HandAttention("ok")
+    with pytest.raises(RuntimeError, match="boom"), AttentionMonitor(model):
+        model(_x())
+        raise RuntimeError("boom")
+    assert _patched_objects() == before
+    assert (len(module_mod._global_forward_hooks), len(module_mod._global_forward_pre_hooks)) == (
+        hooks
+    )
+
+
+def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    import attnscale.monitor as mod
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(mod, "_logit_stats", broken)
+    model = HandAttention("ok")
+    x = _x()
+    ref = model(x)
+    with AttentionMonitor(model) as mon:
+        out = model(x)
+    assert torch.equal(ref, out)
+    found = [f for f in mon.report().findings if f.code == "monitor-error"]
+    assert found
+    assert "planted" in found[0].message
+
+
+def test_no_attention_found() -> None:
+    lin = nn.Linear(4, 3)
+    with AttentionMonitor(lin) as mon:
+        lin(torch.randn(5, 4)).softmax(-1)
+    report = mon.report()
+    assert report.records == []
+    assert report.codes("info") == {"no-attention"}
+    assert "no attention computation was captured" in str(report)
+
+
+def test_to_dict_round_trips_through_json() -> None:
+    model = HandAttention("none")
+    report = _monitor(model, _x())
+    data = report.to_dict()
+    assert json.loads(json.dumps(data, allow_nan=False)) == data
+    assert data["findings"][0]["code"] == "scale-mismatch"
+    assert data["records"][0]["series"][0]["head_dim"] == D_HEAD
+    assert "scale-mismatch" in str(report)
+
+
+def test_monitor_not_reentrant() -> None:
+    mon = AttentionMonitor()
+    with mon, pytest.raises(RuntimeError, match="already active"), mon:
+        pass
+
+
+# --- validation ----------------------------------------------------------
+
+
+def test_validation_errors() -> None:
+    with pytest.raises(TypeError, match="model"):
+        AttentionMonitor("not a module")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="unknown threshold 'scale_ration'"):
+        AttentionMonitor(scale_ration=2.0)
+    with pytest.raises(TypeError, match="scale_ratio"):
+        AttentionMonitor(scale_ratio="2")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="scale_ratio"):
+        AttentionMonitor(scale_ratio=0.5)
+    with pytest.raises(ValueError, match="fp16_headroom"):
+        AttentionMonitor(fp16_headroom=-1.0)
+    with pytest.raises(ValueError, match="saturation"):
+        AttentionMonitor(saturation=1.0)
+    with pytest.raises(ValueError, match="max_logit_std"):
+        AttentionMonitor(max_logit_std=0.0)
+    with pytest.raises(ValueError, match="mask_value"):
+        AttentionMonitor(mask_value=float("nan"))
+    with pytest.raises(TypeError, match="gradients"):
+        AttentionMonitor(gradients=1)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="sample_batch"):
+        AttentionMonitor(sample_batch=0)
+    with pytest.raises(ValueError, match="max_query_rows"):
+        AttentionMonitor(max_query_rows=1.5)
+    report = MonitorReport(records=[], findings=[])
+    with pytest.raises(ValueError, match="severity"):
+        report.by_severity("fatal")
+    with pytest.raises(ValueError, match="min_severity"):
+        report.codes("fatal")
+    with pytest.raises(KeyError, match="nowhere"):
+        report.record("nowhere")
+    rec = _monitor(HandAttention("ok"), _x()).records[0]
+    with pytest.raises(ValueError, match="name"):
+        rec.values("entropyy")
+
+
+def test_thresholds_are_documented_defaults() -> None:
+    mon = AttentionMonitor(scale_ratio=2.0)
+    assert mon.thresholds["scale_ratio"] == 2.0
+    assert {k: v for k, v in mon.thresholds.items() if k != "scale_ratio"} == {
+        k: v for k, v in THRESHOLDS.items() if k != "scale_ratio"
+    }
