@@ -4,6 +4,7 @@ Everything documented is importable from the top level, e.g.
 ``from attnscale import sample_scores``.
 """
 
+from .factcheck import VERDICTS, ClaimCheck, check_claims
 from .monitor import (
     GUIDE_URL,
     THRESHOLDS,
@@ -55,14 +56,17 @@ __all__ = [
     "GUIDE_URL",
     "PALETTE",
     "THRESHOLDS",
+    "VERDICTS",
     "AttentionMonitor",
     "AttentionRecord",
     "AttentionStats",
+    "ClaimCheck",
     "Finding",
     "Moments",
     "MonitorReport",
     "SoftmaxStats",
     "VarianceEstimate",
+    "check_claims",
     "dot_product_moments",
     "gaussian_logit_entropy",
     "init_projection_variance",

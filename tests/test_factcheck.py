@@ -1,0 +1,43 @@
+"""The fact-check page prints these verdicts; this test fails if a measurement changes one."""
+
+import pytest
+
+import attnscale as asc
+
+# What the site says about each claim of the source article.
+EXPECTED = {
+    "1.1": "holds only partly",
+    "1.2": "holds",
+    "2.1": "false",
+    "2.2": "holds only partly",
+    "3.2": "holds only partly",
+    "5.1": "false",
+    "5.3": "false",
+}
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return {c.section: c for c in asc.check_claims(seed=0)}
+
+
+def test_every_claim_is_checked(checks):
+    assert list(checks) == list(EXPECTED)
+
+
+@pytest.mark.parametrize("section", EXPECTED)
+def test_verdict(checks, section):
+    check = checks[section]
+    assert check.verdict in asc.VERDICTS
+    assert check.verdict == EXPECTED[section], check.evidence
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_verdicts_do_not_hinge_on_the_seed(seed):
+    verdicts = {c.section: c.verdict for c in asc.check_claims(seed=seed)}
+    assert verdicts == EXPECTED
+
+
+def test_seed_validation():
+    with pytest.raises(ValueError, match="seed"):
+        asc.check_claims(seed=-1)
