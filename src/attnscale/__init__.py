@@ -6,6 +6,23 @@ Everything documented is importable from the top level, e.g.
 
 from .plotting import PALETTE, plot_score_histograms, plot_theory_vs_measured, plot_variance_vs_dk
 from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
+from .scaling import (
+    SCALING_STRATEGIES,
+    AttentionResult,
+    CosineScale,
+    FoldedInit,
+    InverseD,
+    InverseSqrt,
+    LearnableTemperature,
+    MultiHeadAttention,
+    NoScale,
+    QKLayerNorm,
+    QKRMSNorm,
+    ScoreScaling,
+    make_strategy,
+    scaled_dot_product_attention,
+    soft_cap,
+)
 from .theory import (
     Moments,
     dot_product_moments,
@@ -30,4 +47,23 @@ __all__ = [
     "scaled_dot_product_moments",
     "unit_variance_scale",
     "variance_estimate",
+]
+
+# --- scaling ---
+__all__ += [
+    "SCALING_STRATEGIES",
+    "AttentionResult",
+    "CosineScale",
+    "FoldedInit",
+    "InverseD",
+    "InverseSqrt",
+    "LearnableTemperature",
+    "MultiHeadAttention",
+    "NoScale",
+    "QKLayerNorm",
+    "QKRMSNorm",
+    "ScoreScaling",
+    "make_strategy",
+    "scaled_dot_product_attention",
+    "soft_cap",
 ]
