@@ -610,7 +610,9 @@ def scaled_dot_product_attention(
     requested, the work is done by ``torch.nn.functional.scaled_dot_product_attention`` (fused
     kernels where available), with a learnable multiplier folded into the query; otherwise the
     logits are formed explicitly, scaling the query before the product (the order that does not
-    overflow in float16), and the softmax runs in float32 for float16/bfloat16 inputs.
+    overflow in float16), and the softmax runs in float32 for float16/bfloat16 inputs. Under
+    ``torch.func.vmap`` prefer the explicit path (e.g. ``need_weights=True``): torch 2.13 has no
+    batching rule for the CPU fused kernel and falls back to a loop, with a warning.
 
     Parameters
     ----------
