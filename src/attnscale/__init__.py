@@ -50,6 +50,8 @@ __all__ = [
 ]
 
 # --- scaling ---
+from .plotting import Table, plot_strategy_curves
+
 __all__ += [
     "SCALING_STRATEGIES",
     "AttentionResult",
@@ -63,7 +65,9 @@ __all__ += [
     "QKLayerNorm",
     "QKRMSNorm",
     "ScoreScaling",
+    "Table",
     "make_strategy",
+    "plot_strategy_curves",
     "scaled_dot_product_attention",
     "soft_cap",
 ]
