@@ -50,7 +50,7 @@ __all__ = [
 ]
 
 # --- scaling ---
-from .plotting import Table, plot_strategy_curves
+from .plotting import Table, plot_strategy_bars, plot_strategy_curves
 
 __all__ += [
     "SCALING_STRATEGIES",
@@ -67,6 +67,7 @@ __all__ += [
     "ScoreScaling",
     "Table",
     "make_strategy",
+    "plot_strategy_bars",
     "plot_strategy_curves",
     "scaled_dot_product_attention",
     "soft_cap",

@@ -189,7 +189,7 @@ def plot_theory_vs_measured(
 
 # --- normalization comparison ---
 
-__all__ += ["Table", "plot_strategy_curves"]
+__all__ += ["Table", "plot_strategy_bars", "plot_strategy_curves"]
 
 _LINESTYLES = ("-", "--", ":", "-.")
 
@@ -321,3 +321,58 @@ class Table:
             "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in self.rows
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def plot_strategy_bars(
+    labels: Sequence[str],
+    values: Sequence[float] | np.ndarray | torch.Tensor,
+    *,
+    ax: Axes | None = None,
+    xlabel: str = "value",
+    reference: float | None = None,
+) -> Axes:
+    """Horizontal bars, one per strategy, with the value printed at the end of each bar.
+
+    Parameters
+    ----------
+    labels : Sequence[str]
+        One name per bar (top to bottom).
+    values : sequence of float
+        Bar lengths.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str
+        Label of the x axis (include units).
+    reference : float, optional
+        Draw a thin vertical reference line here (e.g. 1 for ratios).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``labels`` and ``values`` differ in length.
+    """
+    v = _numpy(values)
+    if v.ndim != 1 or v.size != len(labels):
+        raise ValueError("labels and values must have the same length")
+    ax = _style(_axes(ax, (6.4, 0.35 * len(labels) + 1.2)))
+    y = np.arange(len(labels))[::-1]
+    ax.barh(y, v, color=PALETTE[0], height=0.6)
+    for yi, vi in zip(y, v, strict=True):
+        ax.annotate(
+            f"{vi:.2f}",
+            (vi, yi),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="small",
+        )
+    if reference is not None:
+        ax.axvline(reference, color="0.3", linewidth=0.8, linestyle="--")
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(xlabel)
+    ax.margins(x=0.15)
+    return ax
