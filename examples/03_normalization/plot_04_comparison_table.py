@@ -23,7 +23,7 @@ SEQ_LEN = 64
 BATCH = 4
 GAIN = 10.0  # weight growth factor applied to W_q and W_k for the "under growth" columns
 # Timing shape (small, so the docs build stays fast; see benchmarks/bench_scaling.py for more).
-TIME_BATCH, TIME_LEN, REPEATS = 4, 64, 9
+TIME_BATCH, TIME_LEN, REPEATS = 2, 64, 9
 VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
 
