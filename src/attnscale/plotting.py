@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PALETTE",
+    "Table",
     "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
@@ -34,6 +35,8 @@ __all__ = [
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
     "plot_score_histograms",
+    "plot_strategy_bars",
+    "plot_strategy_curves",
     "plot_theory_vs_measured",
     "plot_variance_vs_dk",
 ]
@@ -654,4 +657,195 @@ def plot_monitor_summary(
     if log:
         ax.set_xscale("log")
     ax.set_xlabel(xlabel or metric.replace("_", " "))
+    return ax
+
+
+# --- normalization comparison ---
+
+
+_LINESTYLES = ("-", "--", ":", "-.")
+
+
+def plot_strategy_curves(
+    x: Sequence[float] | np.ndarray | torch.Tensor,
+    curves: Mapping[str, Sequence[float] | np.ndarray | torch.Tensor],
+    *,
+    ax: Axes | None = None,
+    xlabel: str = "x",
+    ylabel: str = "y",
+    logx: bool = True,
+    logy: bool = False,
+    hline: float | None = None,
+) -> Axes:
+    """One line per score-scaling strategy against a shared x axis.
+
+    Colours follow [PALETTE][attnscale.PALETTE]; beyond seven lines the line style changes, so
+    every strategy stays distinguishable in grey scale too.
+
+    Parameters
+    ----------
+    x : sequence of float
+        Shared x values (e.g. $d_k$ or a weight scale $g$).
+    curves : Mapping[str, sequence of float]
+        Values per strategy label, each as long as ``x``. Non-finite values are not drawn.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel, ylabel : str
+        Axis labels (include units).
+    logx, logy : bool
+        Logarithmic axes (base 2 for x, 10 for y).
+    hline : float, optional
+        Draw a thin horizontal reference line at this value.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``curves`` is empty or a curve's length differs from ``x``.
+    """
+    if not curves:
+        raise ValueError("curves must contain at least one strategy")
+    xs = _numpy(x)
+    ax = _style(_axes(ax))
+    for i, (label, values) in enumerate(curves.items()):
+        y = _numpy(values)
+        if y.shape != xs.shape:
+            raise ValueError(f"curves[{label!r}] has shape {y.shape}, x has {xs.shape}")
+        ax.plot(
+            xs,
+            y,
+            marker="o",
+            markersize=3,
+            linewidth=1.4,
+            label=label,
+            color=PALETTE[i % len(PALETTE)],
+            linestyle=_LINESTYLES[(i // len(PALETTE)) % len(_LINESTYLES)],
+        )
+    if hline is not None:
+        ax.axhline(hline, color="0.5", linewidth=0.8, linestyle="--")
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize="small", ncol=2)
+    return ax
+
+
+class Table:
+    """A small table that shows itself as HTML in notebooks and gallery pages, Markdown as text.
+
+    The last expression of a gallery cell (or notebook cell) is rendered through
+    ``_repr_html_``; ``str()`` and ``repr()`` give a Markdown table with aligned columns.
+
+    Parameters
+    ----------
+    headers : Sequence[str]
+        Column names.
+    rows : Sequence[Sequence[object]]
+        One sequence per row, as long as ``headers``; cells are converted with ``str``.
+
+    Raises
+    ------
+    ValueError
+        If a row's length differs from the number of headers.
+
+    Examples
+    --------
+    >>> print(Table(["a", "b"], [[1, 2]]))
+    | a | b |
+    |---|---|
+    | 1 | 2 |
+    """
+
+    def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+        self.headers = [str(h) for h in headers]
+        self.rows = [[str(c) for c in row] for row in rows]
+        for i, row in enumerate(self.rows):
+            if len(row) != len(self.headers):
+                raise ValueError(
+                    f"rows[{i}] has {len(row)} cells, but there are {len(self.headers)} headers"
+                )
+
+    def __str__(self) -> str:
+        # Pipes inside cells are escaped so the Markdown stays a table.
+        headers = [h.replace("|", "\\|") for h in self.headers]
+        rows = [[c.replace("|", "\\|") for c in row] for row in self.rows]
+        widths = [max([len(h)] + [len(r[j]) for r in rows]) for j, h in enumerate(headers)]
+
+        def line(cells: Sequence[str]) -> str:
+            return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+        rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+        return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        from html import escape
+
+        head = "".join(f"<th>{escape(h)}</th>" for h in self.headers)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in self.rows
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def plot_strategy_bars(
+    labels: Sequence[str],
+    values: Sequence[float] | np.ndarray | torch.Tensor,
+    *,
+    ax: Axes | None = None,
+    xlabel: str = "value",
+    reference: float | None = None,
+) -> Axes:
+    """Horizontal bars, one per strategy, with the value printed at the end of each bar.
+
+    Parameters
+    ----------
+    labels : Sequence[str]
+        One name per bar (top to bottom).
+    values : sequence of float
+        Bar lengths.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str
+        Label of the x axis (include units).
+    reference : float, optional
+        Draw a thin vertical reference line here (e.g. 1 for ratios).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``labels`` and ``values`` differ in length.
+    """
+    v = _numpy(values)
+    if v.ndim != 1 or v.size != len(labels):
+        raise ValueError("labels and values must have the same length")
+    ax = _style(_axes(ax, (6.4, 0.35 * len(labels) + 1.2)))
+    y = np.arange(len(labels))[::-1]
+    ax.barh(y, v, color=PALETTE[0], height=0.6)
+    for yi, vi in zip(y, v, strict=True):
+        ax.annotate(
+            f"{vi:.2f}",
+            (vi, yi),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="small",
+        )
+    if reference is not None:
+        ax.axvline(reference, color="0.3", linewidth=0.8, linestyle="--")
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(xlabel)
+    ax.margins(x=0.15)
     return ax

@@ -1,0 +1,142 @@
+r"""
+# Under weight growth: which strategies bound the logits?
+
+During long or high-learning-rate training the query and key weights can grow, and the attention
+logits grow with them. We multiply $W_q$ and $W_k$ by a factor $g$ from 1 to 100 and watch the
+attention entropy of each score-scaling strategy.
+"""
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import attnscale
+from attnscale.plotting import plot_strategy_curves
+
+SEED = 0
+D_MODEL = 256
+NUM_HEADS = 4  # head dimension d_k = 64
+SEQ_LEN = 64
+BATCH = 4
+GAINS = np.logspace(0, 2, 17)  # g from 1 to 100
+THRESHOLD = 0.5  # "collapsed": mean normalised entropy below this
+VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
+VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)  # Gemma-2's cap on top of 1/sqrt(d_k)
+
+
+def normalised_entropy(weights: torch.Tensor) -> float:
+    """Mean attention entropy per row divided by its maximum, ln(#keys): 1 is uniform."""
+    h = -(weights * weights.clamp_min(1e-30).log()).sum(-1)  # (batch, heads, q_len)
+    return float(h.mean() / math.log(weights.shape[-1]))
+
+
+# %%
+# ## Entropy and largest logit against the weight scale $g$
+#
+# Multiplying both $W_q$ and $W_k$ by $g$ multiplies every raw logit $q\cdot k$ by $g^2$
+# (biases aside). The left panel shows the mean attention entropy divided by $\ln n$, the right
+# one the largest logit magnitude.
+
+# %%
+torch.manual_seed(SEED)
+x = torch.randn(BATCH, SEQ_LEN, D_MODEL)
+n_g = len(GAINS)
+gains = torch.tensor(GAINS, dtype=torch.float32).view(n_g, 1, 1, 1, 1)  # (g, 1, 1, 1, 1)
+entropy: dict[str, list[float]] = {}
+max_logit: dict[str, list[float]] = {}
+with torch.no_grad():
+    for label, (name, cap) in VARIANTS.items():
+        torch.manual_seed(SEED)
+        mha = attnscale.MultiHeadAttention(
+            D_MODEL, NUM_HEADS, strategy=name, softcap=cap, bias=False
+        )
+        # Without biases, scaling W_q and W_k by g scales q and k by g exactly, so every g
+        # runs in one batched call: the g values are stacked along the batch dimension.
+        q, k = mha.project_qk(x)  # (batch, heads, seq_len, d_k) each
+        q_g = (gains * q).flatten(0, 1)  # (g * batch, heads, seq_len, d_k)
+        k_g = (gains * k).flatten(0, 1)  # (g * batch, heads, seq_len, d_k)
+        v = torch.zeros_like(k_g[..., :1])  # values do not affect the weights
+        res = attnscale.scaled_dot_product_attention(
+            q_g, k_g, v, strategy=mha.strategy, softcap=cap, need_weights=True, need_logits=True
+        )
+        w = res.weights.view(n_g, BATCH, NUM_HEADS, SEQ_LEN, SEQ_LEN)  # (g, b, h, n, n)
+        logits = res.logits.view(n_g, -1)  # (g, b * h * n * n)
+        entropy[label] = [normalised_entropy(w[i]) for i in range(n_g)]
+        max_logit[label] = logits.abs().amax(dim=1).tolist()
+
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
+plot_strategy_curves(
+    GAINS, entropy, ax=ax1, xlabel="weight scale $g$", ylabel="entropy / ln n", hline=THRESHOLD
+)
+plot_strategy_curves(
+    GAINS, max_logit, ax=ax2, xlabel="weight scale $g$", ylabel="max |logit|", logy=True
+)
+ax2.get_legend().remove()
+fig.suptitle("Attention entropy and largest logit as W_q, W_k grow, per strategy")
+
+# %%
+# ## Measured thresholds
+#
+# For each strategy: the weight scale at which the mean normalised entropy first falls below the
+# threshold (interpolated on the log-$g$ grid), the entropy at $g = 10$ and $g = 100$, and the
+# largest logit at $g = 100$.
+
+# %%
+print(f"collapse threshold: entropy / ln n < {THRESHOLD}")
+print(
+    f"{'strategy':<22} {'g at collapse':>14} {'H @ g=10':>9} {'H @ g=100':>10} {'max|l| @100':>12}"
+)
+log_g = np.log(GAINS)
+i10 = int(np.argmin(np.abs(GAINS - 10)))
+for label in VARIANTS:
+    h = np.array(entropy[label])
+    below = np.nonzero(h < THRESHOLD)[0]
+    if below.size == 0:
+        where = "never"
+    elif below[0] == 0:
+        where = "< 1"
+    else:
+        j = below[0]  # interpolate log g linearly in entropy between grid points j-1 and j
+        t = (h[j - 1] - THRESHOLD) / (h[j - 1] - h[j])
+        where = f"{math.exp(log_g[j - 1] + t * (log_g[j] - log_g[j - 1])):.1f}"
+    print(f"{label:<22} {where:>14} {h[i10]:9.3f} {h[-1]:10.3f} {max_logit[label][-1]:12.1f}")
+
+# %%
+# ## What the measurement says
+#
+# - **QK-LayerNorm, QK-RMSNorm and cosine attention** are flat: normalising $q$ and $k$ removes
+#   the weight scale from the logits entirely (up to the norms' $\epsilon$), so their entropy and
+#   largest logit do not move with $g$.
+# - **No scaling, $1/\sqrt{d_k}$, the learnable temperature and T5's folded init** collapse: their
+#   logits grow like $g^2$ and the attention becomes one-hot. Dividing by $\sqrt{d_k}$ only
+#   postpones the collapse by a factor $d_k^{1/4}$ in $g$; a constant factor cannot bound a
+#   product that grows without limit. The learnable temperature would have to shrink as fast as
+#   the weights grow.
+# - **$1/d_k$** postpones it by a further $d_k^{1/4}$ in $g$, but does not prevent it.
+# - **The soft-cap** bounds the logits (the printed maximum stays below 50), but a bound of 50 is
+#   far beyond what a softmax needs to become one-hot: a gap of 10 between two logits already
+#   gives a ratio of $e^{10}$. The entropy dips first, then partly recovers at the largest $g$,
+#   where most logits saturate at $\pm c$ and attention spreads evenly over the keys with
+#   saturated positive logits. A cap bounds the logits, not the entropy.
+#
+# ## The math
+#
+# With $W_q \to g W_q$, $W_k \to g W_k$ and no biases, $q \to g q$ and $k \to g k$, so
+# $\alpha\, q\cdot k \to g^2 \alpha\, q\cdot k$ for every fixed $\alpha$. LayerNorm, RMSNorm and
+# the L2 normalisation are invariant to positive rescaling of their input, so
+# $\mathrm{LN}(g q) = \mathrm{LN}(q)$ up to $\epsilon$. Soft-capping maps the logits into
+# $(-c, c)$, so the weights obey $p_{\max}/p_{\min} < e^{2c}$ — for $c = 50$ that allows
+# near-one-hot rows. Zhai et al. (2023) show the entropy lower bound falls exponentially with the
+# spectral norm of the logit matrix, which is what growth in $g$ does. See
+# [MultiHeadAttention][attnscale.MultiHeadAttention] and [soft_cap][attnscale.soft_cap].
+#
+# ## References
+#
+# - Dehghani et al. 2023, ViT-22B, arXiv:2302.05442 (attention logit growth, QK LayerNorm).
+# - Wortsman et al. 2023, arXiv:2309.14322 (logit growth in small models at high learning rate).
+# - Zhai et al. 2023, σReparam, arXiv:2303.06296 (entropy collapse).
+# - Henry et al. 2020, QKNorm, arXiv:2010.04245; Liu et al. 2022, Swin V2, arXiv:2111.09883.
+# - Gemma Team 2024, Gemma 2, arXiv:2408.00118 (logit soft-capping).
