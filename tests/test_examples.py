@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = sorted((Path(__file__).parents[1] / "examples").glob("*/plot_*.py"))
+ROOT = Path(__file__).parents[1]
+EXAMPLES = sorted([*ROOT.glob("examples/*/plot_*.py"), *ROOT.glob("factcheck/plot_*.py")])
 
 
 def test_examples_exist():

@@ -43,7 +43,9 @@ class ClaimCheck:
     verdict : str
         One of [VERDICTS][attnscale.VERDICTS].
     evidence : str
-        What was measured, with the numbers, in one or two sentences.
+        What was measured, with the numbers, in one or two sentences. Math in
+        ``claim`` and ``evidence`` uses ``\\( \\)`` delimiters, so it renders inside
+        HTML tables.
     rule : str
         How the verdict follows from the measurement.
     page : str
@@ -80,7 +82,7 @@ def _check_1_1(gen: torch.Generator) -> ClaimCheck:
     whole = nums["raw_within_100"] == 1.0 and nums["scaled_within_3"] == 1.0
     return ClaimCheck(
         "1.1",
-        "At $d_k = 1024$ raw scores lie in about $[-100, 100]$ and scaled ones in about $[-3, 3]$.",
+        "At \\(d_k = 1024\\) raw scores lie in about \\([-100, 100]\\) and scaled ones in about \\([-3, 3]\\).",
         "holds" if whole else "holds only partly" if bulk else "false",
         f"Of {n:,} scores, {nums['raw_within_100']:.2%} of raw ones lie within ±100 (range "
         f"{nums['raw_min']:.0f} to {nums['raw_max']:.0f}) and {nums['scaled_within_3']:.2%} of "
@@ -105,13 +107,13 @@ def _check_1_2(gen: torch.Generator) -> ClaimCheck:
     ok = worst_var < 4 and worst_mean < 4
     return ClaimCheck(
         "1.2",
-        "For i.i.d. zero-mean, unit-variance components, $q \\cdot k$ has mean 0 and variance $d_k$.",
+        "For i.i.d. zero-mean, unit-variance components, \\(q \\cdot k\\) has mean 0 and variance \\(d_k\\).",
         "holds" if ok else "false",
         "Sample variances "
         + ", ".join(f"{nums[f'var_{d}']:.1f}" for d in (16, 64, 256, 1024))
-        + f" for $d_k$ = 16, 64, 256, 1024; the largest deviation from $d_k$ is "
+        + f" for \\(d_k\\) = 16, 64, 256, 1024; the largest deviation from \\(d_k\\) is "
         f"{worst_var:.1f} standard errors, from mean 0 {worst_mean:.1f}.",
-        "holds if mean and variance are within 4 standard errors of 0 and $d_k$",
+        "holds if mean and variance are within 4 standard errors of 0 and \\(d_k\\)",
         _GALLERY + "01_variance/plot_01_variance_growth/",
         nums,
     )
@@ -186,7 +188,7 @@ def _check_3_2(gen: torch.Generator) -> ClaimCheck:
         "Scaling, LayerNorm and good initialisation together keep attention stable; "
         "the table of techniques is complete.",
         "holds only partly" if omitted else "holds",
-        f"With LayerNorm'd inputs and $1/\\sqrt{{d_k}}$, growing $W_q, W_k$ tenfold drops the "
+        f"With LayerNorm'd inputs and \\(1/\\sqrt{{d_k}}\\), growing \\(W_q, W_k\\) tenfold drops the "
         f"normalised attention entropy from {nums['sqrt_g1']:.2f} to {nums['sqrt_g10']:.2f}; "
         f"QK-LayerNorm, missing from the table, keeps it at {nums['qknorm_g10']:.2f}.",
         "partly if weight growth collapses scaled attention (entropy halves) while QK-norm does not",
@@ -215,7 +217,7 @@ def _check_5_1(gen: torch.Generator) -> ClaimCheck:
         "5.1",
         "Xavier or Kaiming initialisation gives queries and keys of roughly unit variance.",
         "false" if off else "holds",
-        f"For unit-variance inputs ({d_model} → {d_k}), Xavier gives Var$(q_i)$ = "
+        f"For unit-variance inputs ({d_model} → {d_k}), Xavier gives Var\\((q_i)\\) = "
         f"{measured['xavier_uniform']:.2f} and Kaiming (ReLU gain) "
         f"{measured['kaiming_uniform']:.2f}; only LeCun initialisation gives 1.",
         "false if both are more than 25% away from 1",
@@ -242,7 +244,7 @@ def _check_5_3(gen: torch.Generator) -> ClaimCheck:
         "`nn.MultiheadAttention` has a `sqrt(d_k)` parameter.",
         "false" if not has_param else "holds",
         f"Its constructor takes {len(params)} arguments, none of them a scale; it divides by "
-        f"$\\sqrt{{\\text{{head dim}}}}$ internally (matches SDPA's default to {err:.1e}).",
+        f"\\(\\sqrt{{\\text{{head dim}}}}\\) internally (matches SDPA's default to {err:.1e}).",
         "false if no constructor argument names a scale",
         _GALLERY + "05_debugging/",
         {"max_difference": err, "n_params": float(len(params))},

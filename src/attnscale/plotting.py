@@ -748,11 +748,14 @@ class Table:
         Column names.
     rows : Sequence[Sequence[object]]
         One sequence per row, as long as ``headers``; cells are converted with ``str``.
+    links : Mapping[str, Sequence[str]], optional
+        Per column header, one link target per row: that column's cells become links.
 
     Raises
     ------
     ValueError
-        If a row's length differs from the number of headers.
+        If a row's length differs from the number of headers, or ``links`` names an
+        unknown column or has the wrong number of targets.
 
     Examples
     --------
@@ -762,7 +765,13 @@ class Table:
     | 1 | 2 |
     """
 
-    def __init__(self, headers: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
+    def __init__(
+        self,
+        headers: Sequence[str],
+        rows: Sequence[Sequence[object]],
+        *,
+        links: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         self.headers = [str(h) for h in headers]
         self.rows = [[str(c) for c in row] for row in rows]
         for i, row in enumerate(self.rows):
@@ -770,6 +779,14 @@ class Table:
                 raise ValueError(
                     f"rows[{i}] has {len(row)} cells, but there are {len(self.headers)} headers"
                 )
+        self.links: dict[int, list[str]] = {}
+        for header, targets in (links or {}).items():
+            if header not in self.headers or len(targets) != len(self.rows):
+                raise ValueError(
+                    f"links must map a column header to one target per row; got {header!r} "
+                    f"with {len(targets)} targets for {len(self.rows)} rows"
+                )
+            self.links[self.headers.index(header)] = [str(t) for t in targets]
 
     def __str__(self) -> str:
         # Pipes inside cells are escaped so the Markdown stays a table.
@@ -790,8 +807,15 @@ class Table:
         from html import escape
 
         head = "".join(f"<th>{escape(h)}</th>" for h in self.headers)
+
+        def cell(i: int, j: int, text: str) -> str:
+            if j in self.links:
+                return f'<td><a href="{escape(self.links[j][i])}">{escape(text)}</a></td>'
+            return f"<td>{escape(text)}</td>"
+
         body = "".join(
-            "<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in self.rows
+            "<tr>" + "".join(cell(i, j, c) for j, c in enumerate(row)) + "</tr>"
+            for i, row in enumerate(self.rows)
         )
         return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 

@@ -1,0 +1,54 @@
+r"""
+# Fact-check of the source article
+
+This site started from a Chinese-language tutorial on the $1/\sqrt{d_k}$ factor. We used it
+as a list of questions. Below, each of its checkable claims is re-measured by
+[check_claims][attnscale.check_claims] while this page is built: the verdict follows from the
+measurement by the rule shown, and the test suite fails if a verdict ever changes.
+"""
+
+# %%
+# ## The verdicts
+#
+# Each row gives the claim in our words, the verdict, what was measured, and the guide page
+# that examines the question in depth.
+
+import attnscale as asc
+
+SEED = 0
+BASE = "../../../"  # from this page back to the site root
+
+checks = asc.check_claims(seed=SEED)
+asc.Table(
+    ["§", "Claim", "Verdict", "What was measured", "Examined in"],
+    [[c.section, c.claim, c.verdict, c.evidence, "guide page"] for c in checks],
+    links={"Examined in": [BASE + c.page for c in checks]},
+)
+
+# %%
+# ## How each verdict is decided
+#
+# A verdict is one of *holds*, *holds only partly* and *false*. The rules, in the order of the
+# table above:
+
+asc.Table(["§", "Rule"], [[c.section, c.rule] for c in checks])
+
+# %%
+# ## Not an accident of the seed
+#
+# The same checks with another seed (new samples, new weights) give the same verdicts:
+
+verdicts = {c.section: c.verdict for c in checks}
+others = {c.section: c.verdict for c in asc.check_claims(seed=SEED + 1)}
+print("same verdicts" if others == verdicts else f"DIFFERENT verdicts: {others}")
+
+# %%
+# ## What the article gets right
+#
+# The core derivation, $\mathbb{E}[q \cdot k] = 0$ and $\mathrm{Var}[q \cdot k] = d_k$ for
+# independent zero-mean, unit-variance components, and with it the choice
+# $\alpha = 1/\sqrt{d_k}$, is correct; the [variance section](../gallery/01_variance/plot_01_variance_growth.md)
+# derives and measures it. What fails are the illustrations built around it: a softmax
+# demonstration that shifts the logits instead of scaling them, a gradient story that is only
+# true at strong saturation, initialisation claims that do not survive a measurement, and a
+# training experiment whose two variants end within seed noise of each other.
