@@ -7,7 +7,6 @@ is as the head dimension $d_k$ grows from 16 to 4096.
 """
 
 # %%
-import math
 
 import matplotlib.pyplot as plt
 import torch
@@ -23,12 +22,6 @@ D_KS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
 # Each strategy of the library, plus Gemma-2's tanh soft-cap (cap 50) on top of 1/sqrt(d_k).
 VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
-
-
-def normalised_entropy(weights: torch.Tensor) -> float:
-    """Mean attention entropy per row divided by its maximum, ln(#keys): 1 is uniform."""
-    h = -(weights * weights.clamp_min(1e-30).log()).sum(-1)  # (batch, heads, q_len)
-    return float(h.mean() / math.log(weights.shape[-1]))
 
 
 # %%
@@ -55,7 +48,9 @@ with torch.no_grad():
                 q, k, v, strategy=mha.strategy, softcap=cap, need_weights=True, need_logits=True
             )
             logit_std[label].append(float(res.logits.std()))
-            entropy[label].append(normalised_entropy(res.weights))
+            entropy[label].append(
+                attnscale.softmax_entropy(res.logits, normalized=True).mean().item()
+            )
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
 plot_strategy_curves(

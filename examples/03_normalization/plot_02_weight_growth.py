@@ -27,12 +27,6 @@ VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)  # Gemma-2's cap on top of 1/sqrt(d_k)
 
 
-def normalised_entropy(weights: torch.Tensor) -> float:
-    """Mean attention entropy per row divided by its maximum, ln(#keys): 1 is uniform."""
-    h = -(weights * weights.clamp_min(1e-30).log()).sum(-1)  # (batch, heads, q_len)
-    return float(h.mean() / math.log(weights.shape[-1]))
-
-
 # %%
 # ## Entropy and largest logit against the weight scale $g$
 #
@@ -64,7 +58,8 @@ with torch.no_grad():
         )
         w = res.weights.view(n_g, BATCH, NUM_HEADS, SEQ_LEN, SEQ_LEN)  # (g, b, h, n, n)
         logits = res.logits.view(n_g, -1)  # (g, b * h * n * n)
-        entropy[label] = [normalised_entropy(w[i]) for i in range(n_g)]
+        h = attnscale.softmax_entropy(res.logits, normalized=True)  # (g * batch, heads, n)
+        entropy[label] = h.view(n_g, -1).mean(dim=1).tolist()
         max_logit[label] = logits.abs().amax(dim=1).tolist()
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")

@@ -7,7 +7,6 @@ three-row table, which omits most of these techniques and misstates what initial
 """
 
 # %%
-import math
 import time
 
 import matplotlib.pyplot as plt
@@ -26,12 +25,6 @@ GAIN = 10.0  # weight growth factor applied to W_q and W_k for the "under growth
 TIME_BATCH, TIME_LEN, REPEATS = 2, 64, 9
 VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
-
-
-def normalised_entropy(weights: torch.Tensor) -> float:
-    """Mean attention entropy per row divided by its maximum, ln(#keys): 1 is uniform."""
-    h = -(weights * weights.clamp_min(1e-30).log()).sum(-1)  # (batch, heads, q_len)
-    return float(h.mean() / math.log(weights.shape[-1]))
 
 
 # %%
@@ -61,8 +54,8 @@ with torch.no_grad():
         measured[label] = {
             "params": sum(p.numel() for p in mha.strategy.parameters()),
             "std0": float(init.logits.std()),
-            "h0": normalised_entropy(init.weights),
-            "h_grown": normalised_entropy(grown.weights),
+            "h0": attnscale.softmax_entropy(init.logits, normalized=True).mean().item(),
+            "h_grown": attnscale.softmax_entropy(grown.logits, normalized=True).mean().item(),
             "max_grown": float(grown.logits.abs().max()),
         }
 
