@@ -154,6 +154,18 @@ def browser(session: nox.Session) -> None:
 
 
 @nox.session
+def downloads(session: nox.Session) -> None:
+    """Run every .py and .ipynb the built site offers, against the installed wheel."""
+    if not (ROOT / "site" / "index.html").exists():
+        session.error("site/ is missing: run `nox -s docs` first")
+    session.install(TORCH)
+    # A regular (non-editable) install: the downloads must work from the package alone.
+    session.install("--force-reinstall", "--no-deps", ".")
+    session.install(".", "pytest>=8", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29")
+    session.run("pytest", "tests/downloads", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, mypy --strict on src/, actionlint on workflows."""
     _install(session)

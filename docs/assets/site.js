@@ -18,9 +18,19 @@ function nameSearchDialog() {
   if (search && !search.hasAttribute("aria-label")) search.setAttribute("aria-label", "Search");
 }
 
+// Wide equations and tables scroll sideways; keyboard users must be able to reach them.
+function focusableScrollers() {
+  for (const el of document.querySelectorAll(".katex-display, .md-typeset__scrollwrap")) {
+    if (el.scrollWidth > el.clientWidth || el.scrollHeight > el.clientHeight) {
+      el.setAttribute("tabindex", "0");
+    }
+  }
+}
+
 function onPage() {
   renderMath();
   nameSearchDialog();
+  focusableScrollers();
 }
 
 if (typeof document$ !== "undefined") {

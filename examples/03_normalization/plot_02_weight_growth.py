@@ -3,7 +3,8 @@ r"""
 
 During long or high-learning-rate training the query and key weights can grow, and the attention
 logits grow with them. We multiply $W_q$ and $W_k$ by a factor $g$ from 1 to 100 and watch the
-attention entropy of each score-scaling strategy.
+attention entropy of each score-scaling strategy. QK-norm (normalising $q$ and $k$ before their
+product) and cosine attention keep it bounded; $1/\sqrt{d_k}$ alone does not.
 """
 
 # %%
@@ -102,7 +103,7 @@ for label in VARIANTS:
 # %%
 # ## What the measurement says
 #
-# - **QK-LayerNorm, QK-RMSNorm and cosine attention** are flat: normalising $q$ and $k$ removes
+# - **QK-norm (QK-LayerNorm, QK-RMSNorm) and cosine attention** are flat: normalising $q$ and $k$ removes
 #   the weight scale from the logits entirely (up to the norms' $\epsilon$), so their entropy and
 #   largest logit do not move with $g$.
 # - **No scaling, $1/\sqrt{d_k}$, the learnable temperature and T5's folded init** collapse: their
@@ -117,7 +118,7 @@ for label in VARIANTS:
 #   where most logits saturate at $\pm c$ and attention spreads evenly over the keys with
 #   saturated positive logits. A cap bounds the logits, not the entropy.
 #
-# ## The math
+# ## The math: why QK-norm is immune to weight growth
 #
 # With $W_q \to g W_q$, $W_k \to g W_k$ and no biases, $q \to g q$ and $k \to g k$, so
 # $\alpha\, q\cdot k \to g^2 \alpha\, q\cdot k$ for every fixed $\alpha$. LayerNorm, RMSNorm and
