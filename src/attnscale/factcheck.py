@@ -241,7 +241,7 @@ def _check_5_3(gen: torch.Generator) -> ClaimCheck:
     err = (out - manual).abs().max().item()
     return ClaimCheck(
         "5.3",
-        "`nn.MultiheadAttention` has a `sqrt(d_k)` parameter.",
+        "nn.MultiheadAttention has a sqrt(d_k) parameter.",
         "false" if not has_param else "holds",
         f"Its constructor takes {len(params)} arguments, none of them a scale; it divides by "
         f"\\(\\sqrt{{\\text{{head dim}}}}\\) internally (matches SDPA's default to {err:.1e}).",
