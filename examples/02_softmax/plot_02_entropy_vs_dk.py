@@ -1,5 +1,5 @@
 r"""
-# Entropy and peakedness of attention against $d_k$
+# Entropy and peakedness of attention against d_k
 
 Random unit-variance queries and keys give unscaled scores whose spread grows like
 $\sqrt{d_k}$, so their softmax collapses onto a few keys as $d_k$ grows; scaled scores keep the

@@ -1,5 +1,5 @@
 r"""
-# The temperature view: $1/\sqrt{d_k}$ is a choice of temperature
+# The temperature view: 1/√d_k is a choice of temperature
 
 Dividing logits by a temperature $T$ moves the softmax between the argmax ($T \to 0$) and the
 uniform distribution ($T \to \infty$). Scaled dot-product attention is the softmax of the raw

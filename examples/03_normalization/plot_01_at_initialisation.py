@@ -1,5 +1,5 @@
 r"""
-# Every strategy at initialisation, as $d_k$ grows
+# Every strategy at initialisation, as d_k grows
 
 Queries and keys come from unit-variance inputs through freshly initialised projections. For each
 score-scaling strategy we measure the spread of the attention logits and how peaked the attention
@@ -52,14 +52,22 @@ with torch.no_grad():
                 attnscale.softmax_entropy(res.logits, normalized=True).mean().item()
             )
 
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 plot_strategy_curves(
     D_KS, logit_std, ax=ax1, xlabel="$d_k$ (head dimension)", ylabel="logit std", logy=True
 )
 plot_strategy_curves(
     D_KS, entropy, ax=ax2, xlabel="$d_k$ (head dimension)", ylabel="entropy / ln n"
 )
-ax2.get_legend().remove()
+for ax in (ax1, ax2):  # one legend for both panels, below them, clear of the curves
+    ax.get_legend().remove()
+fig.legend(
+    *ax1.get_legend_handles_labels(),
+    loc="outside lower center",
+    ncol=5,
+    frameon=False,
+    fontsize="small",
+)
 fig.suptitle("Logit spread and attention entropy at initialisation, per strategy")
 
 # %%

@@ -63,14 +63,22 @@ with torch.no_grad():
         entropy[label] = h.view(n_g, -1).mean(dim=1).tolist()
         max_logit[label] = logits.abs().amax(dim=1).tolist()
 
-fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
+fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 plot_strategy_curves(
     GAINS, entropy, ax=ax1, xlabel="weight scale $g$", ylabel="entropy / ln n", hline=THRESHOLD
 )
 plot_strategy_curves(
     GAINS, max_logit, ax=ax2, xlabel="weight scale $g$", ylabel="max |logit|", logy=True
 )
-ax2.get_legend().remove()
+for ax in (ax1, ax2):  # one legend for both panels, below them, clear of the curves
+    ax.get_legend().remove()
+fig.legend(
+    *ax1.get_legend_handles_labels(),
+    loc="outside lower center",
+    ncol=5,
+    frameon=False,
+    fontsize="small",
+)
 fig.suptitle("Attention entropy and largest logit as W_q, W_k grow, per strategy")
 
 # %%
