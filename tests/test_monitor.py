@@ -360,6 +360,40 @@ def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPat
     assert "planted" in found[0].message
 
 
+@pytest.mark.parametrize("broken", [False, True])
+def test_thread_count_restored_inside_model(broken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    # statistics run on one thread; the model must see its own thread count again
+    # right after each attention call, also when the statistics fail
+    import attnscale.monitor as mod
+
+    if broken:
+
+        def fail(*args: object, **kwargs: object) -> None:
+            raise ZeroDivisionError("planted")
+
+        monkeypatch.setattr(mod, "_logit_stats", fail)
+    seen: list[int] = []
+
+    class Probe(nn.Module):
+        def forward(self, q: torch.Tensor) -> torch.Tensor:
+            out = F.scaled_dot_product_attention(q, q, q)
+            seen.append(torch.get_num_threads())
+            w = torch.softmax(q @ q.transpose(-2, -1) / 4.0, dim=-1)
+            seen.append(torch.get_num_threads())
+            return out + w @ q
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with AttentionMonitor(Probe()) as mon:
+            Probe()(torch.randn(2, 3, 8, 16))
+        assert seen == [2, 2]
+        assert torch.get_num_threads() == 2
+        assert len(mon.report().records) == (0 if broken else 2)
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_no_attention_found() -> None:
     lin = nn.Linear(4, 3)
     with AttentionMonitor(lin) as mon:
