@@ -224,6 +224,55 @@ def test_mha_every_path_captured_same_stats(need_weights: bool, train: bool) -> 
     assert rec[0].last.scale_ratio == pytest.approx(1.0)
 
 
+def _mha_reference(
+    mha: nn.MultiheadAttention, x: torch.Tensor, pad: torch.Tensor
+) -> dict[str, float]:
+    """Logit statistics of a batch-first self-attention computed by hand."""
+    b, n, e = x.shape
+    h = mha.num_heads
+    d = e // h
+    wq, wk, _ = mha.in_proj_weight.chunk(3)
+    bq, bk, _ = mha.in_proj_bias.chunk(3)
+    q = F.linear(x, wq, bq).view(b, n, h, d).transpose(1, 2)  # (b, h, n, d)
+    k = F.linear(x, wk, bk).view(b, n, h, d).transpose(1, 2)  # (b, h, n, d)
+    logits = q @ k.transpose(-2, -1) / math.sqrt(d)  # (b, h, n, n)
+    valid = ~pad[:, None, None, :].expand_as(logits)
+    v = logits[valid]
+    centred = (logits - logits.masked_fill(~valid, 0).sum(-1, keepdim=True) / valid.sum(-1, True))[
+        valid
+    ]
+    p = torch.softmax(logits.masked_fill(~valid, -math.inf), dim=-1)
+    ent = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+    return {
+        "logit_mean": float(v.mean()),
+        "logit_std": float(centred.pow(2).mean().sqrt()),
+        "max_abs_logit": float(v.abs().max()),
+        "entropy": float(ent.mean()),
+        "max_prob": float(p.max(-1).values.mean()),
+    }
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("train", [True, False])
+def test_mha_paths_match_hand_computed_stats(need_weights: bool, train: bool) -> None:
+    # need_weights=False in training goes through SDPA (its q, k and merged mask are read
+    # there); the other paths are recomputed from the weights: all must agree with a
+    # hand computation, key padding included
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(64, 4, batch_first=True).train(train)
+    mha.dropout = 0.0
+    x = torch.randn(2, 10, 64)
+    pad = torch.zeros(2, 10, dtype=torch.bool)
+    pad[1, 7:] = True
+    with AttentionMonitor(mha) as mon, torch.no_grad():
+        mha(x, x, x, key_padding_mask=pad, need_weights=need_weights)
+    got = mon.report().records[0].last
+    with torch.no_grad():
+        ref = _mha_reference(mha, x, pad)
+    for name, value in ref.items():
+        assert getattr(got, name) == pytest.approx(value, rel=1e-4, abs=1e-5), name
+
+
 def test_mha_fast_path_is_taken_and_captured() -> None:
     torch.manual_seed(0)
     mha = nn.MultiheadAttention(64, 4, batch_first=True).eval()

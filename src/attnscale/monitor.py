@@ -337,37 +337,53 @@ def _logit_stats(
 ) -> dict[str, float | int]:
     """Statistics of attention logits of shape (..., q_len, k_len)."""
     x = logits.detach().float()
-    valid = torch.isfinite(x) & (x > mask_value)
-    masked = (x <= mask_value) | (x == -math.inf)
-    nonfinite = int((torch.isnan(x) | (x == math.inf)).sum())
+    # every entry is exactly one of: valid, masked (<= mask_value, -inf included), NaN or +inf
+    valid = (x > mask_value) & (x != math.inf)
+    n_masked = (x <= mask_value).sum()
     count = valid.sum(-1, keepdim=True)  # (..., q_len, 1)
-    x0 = torch.where(valid, x, torch.zeros((), dtype=x.dtype))
-    total = int(count.sum())
-    row_mean = x0.sum(-1, keepdim=True) / count.clamp_min(1)
-    centred = torch.where(valid, x - row_mean, torch.zeros((), dtype=x.dtype))
-    if total > 0:
-        logit_mean = float(x0.sum()) / total
-        logit_std = math.sqrt(float((centred**2).sum()) / total)
-        max_abs = float(x0.abs().max())
-    else:
-        logit_mean = logit_std = max_abs = math.nan
-    p = torch.softmax(torch.where(valid, x, torch.full((), -math.inf)), dim=-1)
-    p = torch.nan_to_num(p, nan=0.0)
-    plogp = torch.where(p > 0, p * torch.log(p.clamp_min(1e-30)), torch.zeros(()))
-    ent = -plogp.sum(-1)  # (..., q_len)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    x0 = torch.where(valid, x, zero)
+    total = count.sum()
+    row_mean = x0.sum(-1, keepdim=True) / count.clamp_min(1)  # (..., q_len, 1)
+    centred = torch.where(valid, x - row_mean, zero)
+    logp = torch.log_softmax(torch.where(valid, x, -math.inf), dim=-1)  # NaN in empty rows
+    p = logp.exp()
+    ent = -torch.where(valid, p * logp, zero).sum(-1)  # (..., q_len)
+    live = count.squeeze(-1) > 0  # (..., q_len)
     n = count.squeeze(-1).float()
-    rows = n > 1
-    frac = torch.where(rows, ent / torch.log(n.clamp_min(2)), torch.ones(()))
-    pmax = p.max(-1).values  # (..., q_len)
-    live = count.squeeze(-1) > 0
-    n_live = max(int(live.sum()), 1)
+    frac = torch.where(n > 1, ent / torch.log(n.clamp_min(2)), torch.ones_like(ent))
+    frac = torch.where(live, frac, zero)
+    pmax = torch.where(live, p.max(-1).values, zero)  # (..., q_len)
+    n_live = live.sum().clamp_min(1)
     if x.dim() >= 3:
         # mean entropy fraction per head: heads are the third-to-last axis
-        per_head = (frac * live).sum(dim=tuple(i for i in range(frac.dim()) if i != frac.dim() - 2))
-        live_head = live.sum(dim=tuple(i for i in range(live.dim()) if i != live.dim() - 2))
-        min_head = float((per_head / live_head.clamp_min(1)).min())
+        axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
+        per_head = frac.sum(dim=axes) / live.sum(dim=axes).clamp_min(1)
+        min_head = per_head.min()
     else:
-        min_head = float((frac * live).sum()) / n_live
+        min_head = frac.sum() / n_live
+    # one transfer for all scalars (one device sync on GPU)
+    scalars = torch.stack(
+        [
+            total.to(x.dtype),
+            x0.sum(),
+            (centred * centred).sum(),
+            x0.abs().max() if x.numel() else zero,
+            torch.where(live, ent, zero).sum() / n_live,
+            frac.sum() / n_live,
+            min_head,
+            pmax.sum() / n_live,
+            ((pmax > saturation) & live).sum() / n_live,
+            n_masked.to(x.dtype),
+            valid.sum().to(x.dtype),
+        ]
+    ).tolist()
+    tot, xsum, sq, max_abs, entropy, ent_frac, min_head_f, max_prob, sat, masked, n_valid = scalars
+    nonfinite = x.numel() - int(n_valid) - int(masked)
+    if tot > 0:
+        logit_mean, logit_std = xsum / tot, math.sqrt(sq / tot)
+    else:
+        logit_mean = logit_std = max_abs = math.nan
     nonfinite_w = 0
     if weights is not None:
         nonfinite_w = int((~torch.isfinite(weights.detach())).sum())
@@ -377,12 +393,12 @@ def _logit_stats(
         "logit_mean": logit_mean,
         "logit_std": logit_std,
         "max_abs_logit": max_abs,
-        "entropy": float((ent * live).sum()) / n_live,
-        "entropy_fraction": float((frac * live).sum()) / n_live,
-        "min_head_entropy_fraction": min_head,
-        "max_prob": float((pmax * live).sum()) / n_live,
-        "saturated_fraction": float(((pmax > saturation) & live).sum()) / n_live,
-        "masked_fraction": float(masked.float().mean()),
+        "entropy": entropy,
+        "entropy_fraction": ent_frac,
+        "min_head_entropy_fraction": min_head_f,
+        "max_prob": max_prob,
+        "saturated_fraction": sat,
+        "masked_fraction": masked / max(x.numel(), 1),
         "nonfinite_logits": nonfinite,
         "nonfinite_weights": nonfinite_w,
         "sampled_rows": int(live.numel()),
@@ -515,6 +531,7 @@ class AttentionMonitor:
         )
         self._linear_outputs: collections.deque[torch.Tensor] = collections.deque(maxlen=6)
         self._mha_calls: collections.Counter[int] = collections.Counter()
+        self._mha_inner: list[tuple[tuple[Any, ...], dict[str, Any]]] | None = None
         self._suppress = 0
         self._active = False
         self._restore: list[Callable[[], None]] = []
@@ -573,6 +590,7 @@ class AttentionMonitor:
         self._stack.clear()
         self._products.clear()
         self._linear_outputs.clear()
+        self._mha_inner = None
         self._suppress = 0
 
     @contextlib.contextmanager
@@ -742,25 +760,37 @@ class AttentionMonitor:
             out = original(*args, **kwargs)
             if self._watching():
                 self._safely("sdpa", None, lambda: self._on_sdpa(args, kwargs))
+            elif self._active and self._mha_inner is not None:
+                # inside nn.MultiheadAttention: keep the projected q, k and the merged mask
+                # it passes here, so that its statistics need no second projection
+                self._mha_inner.append((args, kwargs))
             return out
 
         return sdpa
 
-    def _on_sdpa(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _on_sdpa(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        site: tuple[str, str | None] = ("sdpa", None),
+        path: str = "sdpa",
+    ) -> None:
         b = _SDPA_SIG.bind(*args, **kwargs).arguments
         q, k = b["query"], b["key"]
         mask, causal, scale = b.get("attn_mask"), b.get("is_causal", False), b.get("scale")
         head_dim = int(q.shape[-1])
         c = 1 / math.sqrt(head_dim) if scale is None else float(scale)
-        pre = self._prescale(q) * self._prescale(k)
+        # inside nn.MultiheadAttention q and k come straight from its in-projection
+        pre = 1.0 if site[0] != "sdpa" else self._prescale(q) * self._prescale(k)
         lq, lk = q.shape[-2], k.shape[-2]
         qs, ks = self._sample(q, rows_dim=q.dim() - 2), self._sample(k)
         if ks.dim() >= 3 and qs.dim() >= 3 and ks.shape[-3] != qs.shape[-3]:  # GQA
             ks = ks.repeat_interleave(qs.shape[-3] // ks.shape[-3], dim=-3)
         logits = (qs.float() @ ks.float().transpose(-2, -1)) * c  # (..., rows, k_len)
-        rows = self._row_index(lq)
+        rows = self._row_index(lq).to(logits.device)
         if causal:
-            allowed = torch.ones(lq, lk, dtype=torch.bool).tril(diagonal=lk - lq)[rows]
+            allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device)
+            allowed = allowed.tril(diagonal=lk - lq)[rows]
             logits = logits.masked_fill(~allowed, -math.inf)
         if mask is not None:
             full = torch.broadcast_to(mask, (*q.shape[:-2], lq, lk))  # (..., q_len, k_len)
@@ -772,8 +802,8 @@ class AttentionMonitor:
             )
         n_heads = int(q.shape[-3]) if q.dim() >= 4 else None
         self._add(
-            ("sdpa", None),
-            path="sdpa",
+            site,
+            path=path,
             logits=logits,
             shape=tuple(q.shape),
             dtype=q.dtype,
@@ -805,9 +835,27 @@ class AttentionMonitor:
             if not self._watching():
                 return original(module, *args, **kwargs)
             self._mha_calls[id(module)] += 1
-            with self._quiet():
-                out = original(module, *args, **kwargs)
+            outer, self._mha_inner = self._mha_inner, []
+            try:
+                with self._quiet():
+                    out = original(module, *args, **kwargs)
+                inner = self._mha_inner
+            finally:
+                self._mha_inner = outer
             where = self._name(module) if self._names else self._where()
+            if len(inner) == 1:  # its SDPA path (need_weights=False, not the fast path)
+                sdpa_args, sdpa_kwargs = inner[0]
+                self._safely(
+                    "multihead_attention",
+                    where,
+                    lambda: self._on_sdpa(
+                        sdpa_args,
+                        sdpa_kwargs,
+                        site=("multihead_attention", where),
+                        path="multihead_attention",
+                    ),
+                )
+                return out
             self._safely(
                 "multihead_attention",
                 where,
@@ -860,21 +908,21 @@ class AttentionMonitor:
         bq = bk = None
         if m.in_proj_bias is not None:
             bq, bk, _ = m.in_proj_bias.chunk(3)
-        q = F.linear(query.float(), wq.float(), None if bq is None else bq.float())
+        rows = self._row_index(lq).to(query.device)
+        # project only the sampled query rows
+        q = F.linear(query[rows].float(), wq.float(), None if bq is None else bq.float())
         k = F.linear(key.float(), wk.float(), None if bk is None else bk.float())
         if m.bias_k is not None:
             k = torch.cat([k, m.bias_k.float().expand(1, nb, e)])
         if m.add_zero_attn:
             k = torch.cat([k, k.new_zeros(1, nb, e)])
         lk = k.shape[0]
-        q = q.reshape(lq, nb, h, d).permute(1, 2, 0, 3)  # (nb, heads, q_len, d)
+        q = q.reshape(len(rows), nb, h, d).permute(1, 2, 0, 3)  # (nb, heads, rows, d)
         k = k.reshape(lk, nb, h, d).permute(1, 2, 0, 3)  # (nb, heads, k_len, d)
-        rows = self._row_index(lq)
-        q = q[:, :, rows]  # (nb, heads, rows, d)
         c = 1 / math.sqrt(d)
         logits = (q @ k.transpose(-2, -1)) * c  # (nb, heads, rows, k_len)
         if attn_mask is None and is_causal:
-            allowed = torch.ones(lq, lk, dtype=torch.bool).tril()[rows]
+            allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device).tril()[rows]
             logits = logits.masked_fill(~allowed, -math.inf)
         if attn_mask is not None:
             am = attn_mask
@@ -896,9 +944,11 @@ class AttentionMonitor:
                 logits.masked_fill(kp, -math.inf) if kp.dtype == torch.bool else logits + kp.float()
             )
         if lengths is not None:
-            keep = torch.arange(lk)[None, :] < torch.tensor(lengths[:nb])[:, None]  # (nb, S)
+            dev = logits.device
+            lens = torch.tensor(lengths[:nb], device=dev)[:, None]  # (nb, 1)
+            keep = torch.arange(lk, device=dev)[None, :] < lens  # (nb, S)
             logits = logits.masked_fill(~keep[:, None, None, :], -math.inf)
-            q_keep = torch.arange(lq)[rows][None, :] < torch.tensor(lengths[:nb])[:, None]
+            q_keep = rows[None, :] < lens  # (nb, rows)
             logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
         dtype = a["query"].dtype
         self._add(
