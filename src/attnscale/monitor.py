@@ -11,8 +11,10 @@ While the ``with`` block is active the monitor
 
 - wraps ``torch.nn.functional.scaled_dot_product_attention``;
 - wraps ``nn.MultiheadAttention.forward`` (every path: training, eval, with or
-  without weights, and PyTorch's fused fast path, whose statistics are
-  recomputed from the module's own projection weights and the inputs);
+  without weights, and PyTorch's fused fast path). When the module runs SDPA
+  (``need_weights=False``), its projected q, k and merged mask are read at that
+  call; otherwise the statistics are recomputed from the module's own
+  projection weights and the inputs;
 - wraps ``nn.TransformerEncoderLayer.forward``: in eval mode PyTorch may run
   the whole layer as one fused kernel that never calls its attention module;
   the monitor then recomputes the attention statistics from the layer's input;
@@ -26,7 +28,10 @@ register_module_forward_pre_hook``), which, unlike per-module hooks, do not
 switch PyTorch's fast paths off. Statistics are computed under
 ``torch.no_grad()`` on detached copies of a few batch elements, and the
 model's own results are returned unchanged, so outputs and gradients are
-bitwise identical with and without the monitor. Code that bound
+bitwise identical with and without the monitor. The statistics run on one
+CPU thread (the thread count is restored before the model continues): they
+are small, and on a busy machine many small multi-threaded operations stall.
+Code that bound
 ``scaled_dot_product_attention`` or ``softmax`` to a local name before the
 ``with`` block is not seen.
 """
@@ -110,8 +115,9 @@ class AttentionStats:
     ``logit_std`` is the within-row standard deviation (softmax ignores a
     shift of a row, so this is the spread that matters). Probabilities are
     recomputed in float32 from the logits. ``grad_norm`` is the L2 norm of the
-    gradient at the softmax input, filled during backward (hand-written
-    attention only).
+    gradient of the loss with respect to the softmax input, over the sampled
+    batch elements and query rows, filled during backward; see
+    [AttentionMonitor][attnscale.AttentionMonitor] for when it stays None.
     """
 
     step: int
@@ -453,8 +459,20 @@ class AttentionMonitor:
         With a model, call sites are named by module path
         (``layers.0.self_attn``); without, by class names.
     gradients : bool
-        Record the gradient norm at the softmax input during backward
-        (hand-written attention only).
+        Record the gradient norm at the softmax input during backward, over
+        the sampled rows. Hand-written attention and ``nn.MultiheadAttention``
+        with ``need_weights=True``: read from the softmax input itself, which
+        is in the autograd graph. SDPA (also inside ``nn.MultiheadAttention``
+        with ``need_weights=False``): the logits never exist in the graph, so a
+        hook on the attention output reads $dO$ and the monitor applies the
+        softmax backward, $dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))$
+        with $dP = dO\,V^\top$ and $P$ recomputed from the sampled $q$, $k$
+        and mask; this is exact for ``dropout_p == 0``. It stays None when
+        SDPA applies dropout (the mask is unknown; this includes
+        ``nn.TransformerEncoderLayer`` in training with its default dropout), for
+        the fused fast paths (they run without gradients) and when no backward
+        pass runs inside the block. The hooks only read gradients, so backward
+        is unchanged.
     sample_batch : int
         Statistics use at most this many elements of the leading (batch) axis,
         which keeps the overhead low.
@@ -531,7 +549,7 @@ class AttentionMonitor:
         )
         self._linear_outputs: collections.deque[torch.Tensor] = collections.deque(maxlen=6)
         self._mha_calls: collections.Counter[int] = collections.Counter()
-        self._mha_inner: list[tuple[tuple[Any, ...], dict[str, Any]]] | None = None
+        self._mha_inner: list[tuple[str, Any]] | None = None
         self._suppress = 0
         self._active = False
         self._restore: list[Callable[[], None]] = []
@@ -657,7 +675,9 @@ class AttentionMonitor:
             self._records[key] = AttentionRecord(where=key[0], kind=kind)
         return self._records[key]
 
-    def _safely(self, kind: str, where: str | None, fn: Callable[[], None]) -> None:
+    @staticmethod
+    @contextlib.contextmanager
+    def _one_thread() -> Iterator[None]:
         # The statistics are many small operations on a sampled tensor. With several
         # intra-op threads each one is a parallel region, and on a busy machine every
         # region can stall for a scheduler time slice (measured: ~0.4 s per call with
@@ -667,13 +687,42 @@ class AttentionMonitor:
         try:
             if threads > 1:
                 torch.set_num_threads(1)
-            with self._quiet(), torch.no_grad():
-                fn()
-        except Exception as err:  # never break the model: report instead
-            self._errors.append((where or self._where(), f"{kind}: {type(err).__name__}: {err}"))
+            yield
         finally:
             if torch.get_num_threads() != threads:
                 torch.set_num_threads(threads)
+
+    def _safely(self, kind: str, where: str | None, fn: Callable[[], None]) -> None:
+        try:
+            with self._one_thread(), self._quiet(), torch.no_grad():
+                fn()
+        except Exception as err:  # never break the model: report instead
+            self._errors.append((where or self._where(), f"{kind}: {type(err).__name__}: {err}"))
+
+    def _watch_gradient(
+        self,
+        tensor: torch.Tensor,
+        stats: AttentionStats,
+        where: str,
+        grad_at_softmax_input: Callable[[torch.Tensor], torch.Tensor],
+    ) -> None:
+        """Fill ``stats.grad_norm`` during backward from the gradient reaching ``tensor``.
+
+        ``tensor`` must be in the autograd graph. The hook only reads the gradient
+        and returns None, so backward propagates exactly the same values.
+        """
+        if not (self.gradients and tensor.requires_grad):
+            return
+
+        def hook(grad: torch.Tensor) -> None:
+            try:
+                with self._one_thread(), self._quiet(), torch.no_grad():
+                    g = grad_at_softmax_input(grad.detach())
+                    stats.grad_norm = float(g.float().norm())
+            except Exception as err:  # never break backward: report instead
+                self._errors.append((where, f"gradient: {type(err).__name__}: {err}"))
+
+        tensor.register_hook(hook)  # type: ignore[no-untyped-call]
 
     def _sample(self, t: torch.Tensor, rows_dim: int | None = None) -> torch.Tensor:
         """Keep the first ``sample_batch`` batch elements and a strided subset of rows."""
@@ -759,11 +808,11 @@ class AttentionMonitor:
         def sdpa(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
             if self._watching():
-                self._safely("sdpa", None, lambda: self._on_sdpa(args, kwargs))
+                self._safely("sdpa", None, lambda: self._on_sdpa(args, kwargs, out))
             elif self._active and self._mha_inner is not None:
                 # inside nn.MultiheadAttention: keep the projected q, k and the merged mask
                 # it passes here, so that its statistics need no second projection
-                self._mha_inner.append((args, kwargs))
+                self._mha_inner.append(("sdpa", (args, kwargs, out)))
             return out
 
         return sdpa
@@ -772,6 +821,7 @@ class AttentionMonitor:
         self,
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
+        out: object,
         site: tuple[str, str | None] = ("sdpa", None),
         path: str = "sdpa",
     ) -> None:
@@ -801,7 +851,7 @@ class AttentionMonitor:
                 else logits + full.float()
             )
         n_heads = int(q.shape[-3]) if q.dim() >= 4 else None
-        self._add(
+        stats = self._add(
             site,
             path=path,
             logits=logits,
@@ -814,6 +864,22 @@ class AttentionMonitor:
             k=ks,
             max_abs_qk=self._max_abs_qk(qs, ks, q.dtype),
         )
+        if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:
+            # The logits never exist in the graph, but the gradient dO reaching the
+            # output does. With P = softmax(S) and O = P V, backward gives
+            # dP = dO V^T and dS = P * (dP - rowsum(dP * P)), exact on the sampled rows.
+            # With dropout on P the mask is unknown, so no gradient is recorded.
+            vs = self._sample(b["value"])
+            if vs.dim() >= 3 and qs.dim() >= 3 and vs.shape[-3] != qs.shape[-3]:  # GQA
+                vs = vs.repeat_interleave(qs.shape[-3] // vs.shape[-3], dim=-3)
+
+            def grad_at_logits(grad_out: torch.Tensor) -> torch.Tensor:
+                g = self._sample(grad_out, rows_dim=grad_out.dim() - 2).float()  # (.., rows, dv)
+                p = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # (..., rows, k_len)
+                dp = g @ vs.float().transpose(-2, -1)  # (..., rows, k_len)
+                return p * (dp - (dp * p).sum(-1, keepdim=True))
+
+            self._watch_gradient(out, stats, site[1] or self._where(), grad_at_logits)
 
     def _row_index(self, n: int) -> torch.Tensor:
         step = math.ceil(n / self.max_query_rows) if n > self.max_query_rows else 1
@@ -843,29 +909,45 @@ class AttentionMonitor:
             finally:
                 self._mha_inner = outer
             where = self._name(module) if self._names else self._where()
-            if len(inner) == 1:  # its SDPA path (need_weights=False, not the fast path)
-                sdpa_args, sdpa_kwargs = inner[0]
+            sdpa_calls = [v for kind, v in inner if kind == "sdpa"]
+            if len(sdpa_calls) == 1:  # its SDPA path (need_weights=False, not the fast path)
+                sdpa_args, sdpa_kwargs, sdpa_out = sdpa_calls[0]
                 self._safely(
                     "multihead_attention",
                     where,
                     lambda: self._on_sdpa(
                         sdpa_args,
                         sdpa_kwargs,
+                        sdpa_out,
                         site=("multihead_attention", where),
                         path="multihead_attention",
                     ),
                 )
                 return out
+            got: list[AttentionStats] = []
             self._safely(
                 "multihead_attention",
                 where,
-                lambda: self._on_mha(
-                    module,
-                    sig.bind(module, *args, **kwargs).arguments,
-                    where,
-                    "multihead_attention",
+                lambda: got.append(
+                    self._on_mha(
+                        module,
+                        sig.bind(module, *args, **kwargs).arguments,
+                        where,
+                        "multihead_attention",
+                    )
                 ),
             )
+            # F.softmax calls Tensor.softmax: both wrappers see the same tensor
+            softmax_inputs = list({id(v): v for kind, v in inner if kind == "softmax"}.values())
+            if got and len(softmax_inputs) == 1:  # need_weights=True: the scores are in the graph
+                x = softmax_inputs[0]
+                _, h, lq, _ = got[0].shape
+
+                def grad_at_scores(g: torch.Tensor) -> torch.Tensor:
+                    g = g.reshape(-1, h, lq, g.shape[-1])  # (batch, heads, q_len, k_len)
+                    return self._sample(g, rows_dim=2)
+
+                self._watch_gradient(x, got[0], where, grad_at_scores)
             return out
 
         return forward
@@ -878,7 +960,7 @@ class AttentionMonitor:
         path: str,
         *,
         normed: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    ) -> None:
+    ) -> AttentionStats:
         query, key = a["query"], a["key"]
         attn_mask, kpm = a.get("attn_mask"), a.get("key_padding_mask")
         is_causal = a.get("is_causal", False)
@@ -951,7 +1033,7 @@ class AttentionMonitor:
             q_keep = rows[None, :] < lens  # (nb, rows)
             logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
         dtype = a["query"].dtype
-        self._add(
+        return self._add(
             (path.split(":")[0], where),
             path=path,
             logits=logits,
@@ -1042,11 +1124,17 @@ class AttentionMonitor:
     def _wrap_softmax(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def softmax(x: Any, *args: Any, **kwargs: Any) -> Any:
-            out = original(x, *args, **kwargs)
+            if not self._watching():
+                out = original(x, *args, **kwargs)
+            else:
+                with self._quiet():  # F.softmax calls Tensor.softmax: record the call once
+                    out = original(x, *args, **kwargs)
             if self._watching() and isinstance(x, torch.Tensor) and x.dim() >= 2:
                 dim = kwargs.get("dim", args[0] if args else None)
                 if dim in (-1, x.dim() - 1) and x.is_floating_point():
                     self._safely("softmax(QK^T)", None, lambda: self._on_softmax(x, out))
+            elif self._active and self._mha_inner is not None and isinstance(x, torch.Tensor):
+                self._mha_inner.append(("softmax", x))  # the scores inside nn.MultiheadAttention
             return out
 
         return softmax
@@ -1101,13 +1189,7 @@ class AttentionMonitor:
         )
         if prod.dtype == torch.float16 and not bool(torch.isfinite(ps).all()):
             stats.max_abs_qk = math.inf
-        if self.gradients and x.requires_grad:
-
-            def hook(grad: torch.Tensor) -> None:
-                with contextlib.suppress(Exception), torch.no_grad():
-                    stats.grad_norm = float(grad.detach().float().norm())
-
-            x.register_hook(hook)  # type: ignore[no-untyped-call]
+        self._watch_gradient(x, stats, self._where(), lambda g: self._sample(g, g.dim() - 2))
 
     # -- report -----------------------------------------------------------
 
