@@ -11,8 +11,10 @@ While the ``with`` block is active the monitor
 
 - wraps ``torch.nn.functional.scaled_dot_product_attention``;
 - wraps ``nn.MultiheadAttention.forward`` (every path: training, eval, with or
-  without weights, and PyTorch's fused fast path, whose statistics are
-  recomputed from the module's own projection weights and the inputs);
+  without weights, and PyTorch's fused fast path). When the module runs SDPA
+  (``need_weights=False``), its projected q, k and merged mask are read at that
+  call; otherwise the statistics are recomputed from the module's own
+  projection weights and the inputs;
 - wraps ``nn.TransformerEncoderLayer.forward``: in eval mode PyTorch may run
   the whole layer as one fused kernel that never calls its attention module;
   the monitor then recomputes the attention statistics from the layer's input;
@@ -26,7 +28,10 @@ register_module_forward_pre_hook``), which, unlike per-module hooks, do not
 switch PyTorch's fast paths off. Statistics are computed under
 ``torch.no_grad()`` on detached copies of a few batch elements, and the
 model's own results are returned unchanged, so outputs and gradients are
-bitwise identical with and without the monitor. Code that bound
+bitwise identical with and without the monitor. The statistics run on one
+CPU thread (the thread count is restored before the model continues): they
+are small, and on a busy machine many small multi-threaded operations stall.
+Code that bound
 ``scaled_dot_product_attention`` or ``softmax`` to a local name before the
 ``with`` block is not seen.
 """
@@ -110,8 +115,9 @@ class AttentionStats:
     ``logit_std`` is the within-row standard deviation (softmax ignores a
     shift of a row, so this is the spread that matters). Probabilities are
     recomputed in float32 from the logits. ``grad_norm`` is the L2 norm of the
-    gradient at the softmax input, filled during backward (hand-written
-    attention only).
+    gradient of the loss with respect to the softmax input, over the sampled
+    batch elements and query rows, filled during backward; see
+    [AttentionMonitor][attnscale.AttentionMonitor] for when it stays None.
     """
 
     step: int
@@ -337,37 +343,53 @@ def _logit_stats(
 ) -> dict[str, float | int]:
     """Statistics of attention logits of shape (..., q_len, k_len)."""
     x = logits.detach().float()
-    valid = torch.isfinite(x) & (x > mask_value)
-    masked = (x <= mask_value) | (x == -math.inf)
-    nonfinite = int((torch.isnan(x) | (x == math.inf)).sum())
+    # every entry is exactly one of: valid, masked (<= mask_value, -inf included), NaN or +inf
+    valid = (x > mask_value) & (x != math.inf)
+    n_masked = (x <= mask_value).sum()
     count = valid.sum(-1, keepdim=True)  # (..., q_len, 1)
-    x0 = torch.where(valid, x, torch.zeros((), dtype=x.dtype))
-    total = int(count.sum())
-    row_mean = x0.sum(-1, keepdim=True) / count.clamp_min(1)
-    centred = torch.where(valid, x - row_mean, torch.zeros((), dtype=x.dtype))
-    if total > 0:
-        logit_mean = float(x0.sum()) / total
-        logit_std = math.sqrt(float((centred**2).sum()) / total)
-        max_abs = float(x0.abs().max())
-    else:
-        logit_mean = logit_std = max_abs = math.nan
-    p = torch.softmax(torch.where(valid, x, torch.full((), -math.inf)), dim=-1)
-    p = torch.nan_to_num(p, nan=0.0)
-    plogp = torch.where(p > 0, p * torch.log(p.clamp_min(1e-30)), torch.zeros(()))
-    ent = -plogp.sum(-1)  # (..., q_len)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    x0 = torch.where(valid, x, zero)
+    total = count.sum()
+    row_mean = x0.sum(-1, keepdim=True) / count.clamp_min(1)  # (..., q_len, 1)
+    centred = torch.where(valid, x - row_mean, zero)
+    logp = torch.log_softmax(torch.where(valid, x, -math.inf), dim=-1)  # NaN in empty rows
+    p = logp.exp()
+    ent = -torch.where(valid, p * logp, zero).sum(-1)  # (..., q_len)
+    live = count.squeeze(-1) > 0  # (..., q_len)
     n = count.squeeze(-1).float()
-    rows = n > 1
-    frac = torch.where(rows, ent / torch.log(n.clamp_min(2)), torch.ones(()))
-    pmax = p.max(-1).values  # (..., q_len)
-    live = count.squeeze(-1) > 0
-    n_live = max(int(live.sum()), 1)
+    frac = torch.where(n > 1, ent / torch.log(n.clamp_min(2)), torch.ones_like(ent))
+    frac = torch.where(live, frac, zero)
+    pmax = torch.where(live, p.max(-1).values, zero)  # (..., q_len)
+    n_live = live.sum().clamp_min(1)
     if x.dim() >= 3:
         # mean entropy fraction per head: heads are the third-to-last axis
-        per_head = (frac * live).sum(dim=tuple(i for i in range(frac.dim()) if i != frac.dim() - 2))
-        live_head = live.sum(dim=tuple(i for i in range(live.dim()) if i != live.dim() - 2))
-        min_head = float((per_head / live_head.clamp_min(1)).min())
+        axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
+        per_head = frac.sum(dim=axes) / live.sum(dim=axes).clamp_min(1)
+        min_head = per_head.min()
     else:
-        min_head = float((frac * live).sum()) / n_live
+        min_head = frac.sum() / n_live
+    # one transfer for all scalars (one device sync on GPU)
+    scalars = torch.stack(
+        [
+            total.to(x.dtype),
+            x0.sum(),
+            (centred * centred).sum(),
+            x0.abs().max() if x.numel() else zero,
+            torch.where(live, ent, zero).sum() / n_live,
+            frac.sum() / n_live,
+            min_head,
+            pmax.sum() / n_live,
+            ((pmax > saturation) & live).sum() / n_live,
+            n_masked.to(x.dtype),
+            valid.sum().to(x.dtype),
+        ]
+    ).tolist()
+    tot, xsum, sq, max_abs, entropy, ent_frac, min_head_f, max_prob, sat, masked, n_valid = scalars
+    nonfinite = x.numel() - int(n_valid) - int(masked)
+    if tot > 0:
+        logit_mean, logit_std = xsum / tot, math.sqrt(sq / tot)
+    else:
+        logit_mean = logit_std = max_abs = math.nan
     nonfinite_w = 0
     if weights is not None:
         nonfinite_w = int((~torch.isfinite(weights.detach())).sum())
@@ -377,12 +399,12 @@ def _logit_stats(
         "logit_mean": logit_mean,
         "logit_std": logit_std,
         "max_abs_logit": max_abs,
-        "entropy": float((ent * live).sum()) / n_live,
-        "entropy_fraction": float((frac * live).sum()) / n_live,
-        "min_head_entropy_fraction": min_head,
-        "max_prob": float((pmax * live).sum()) / n_live,
-        "saturated_fraction": float(((pmax > saturation) & live).sum()) / n_live,
-        "masked_fraction": float(masked.float().mean()),
+        "entropy": entropy,
+        "entropy_fraction": ent_frac,
+        "min_head_entropy_fraction": min_head_f,
+        "max_prob": max_prob,
+        "saturated_fraction": sat,
+        "masked_fraction": masked / max(x.numel(), 1),
         "nonfinite_logits": nonfinite,
         "nonfinite_weights": nonfinite_w,
         "sampled_rows": int(live.numel()),
@@ -437,8 +459,20 @@ class AttentionMonitor:
         With a model, call sites are named by module path
         (``layers.0.self_attn``); without, by class names.
     gradients : bool
-        Record the gradient norm at the softmax input during backward
-        (hand-written attention only).
+        Record the gradient norm at the softmax input during backward, over
+        the sampled rows. Hand-written attention and ``nn.MultiheadAttention``
+        with ``need_weights=True``: read from the softmax input itself, which
+        is in the autograd graph. SDPA (also inside ``nn.MultiheadAttention``
+        with ``need_weights=False``): the logits never exist in the graph, so a
+        hook on the attention output reads $dO$ and the monitor applies the
+        softmax backward, $dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))$
+        with $dP = dO\,V^\top$ and $P$ recomputed from the sampled $q$, $k$
+        and mask; this is exact for ``dropout_p == 0``. It stays None when
+        SDPA applies dropout (the mask is unknown; this includes
+        ``nn.TransformerEncoderLayer`` in training with its default dropout), for
+        the fused fast paths (they run without gradients) and when no backward
+        pass runs inside the block. The hooks only read gradients, so backward
+        is unchanged.
     sample_batch : int
         Statistics use at most this many elements of the leading (batch) axis,
         which keeps the overhead low.
@@ -515,6 +549,7 @@ class AttentionMonitor:
         )
         self._linear_outputs: collections.deque[torch.Tensor] = collections.deque(maxlen=6)
         self._mha_calls: collections.Counter[int] = collections.Counter()
+        self._mha_inner: list[tuple[str, Any]] | None = None
         self._suppress = 0
         self._active = False
         self._restore: list[Callable[[], None]] = []
@@ -573,6 +608,7 @@ class AttentionMonitor:
         self._stack.clear()
         self._products.clear()
         self._linear_outputs.clear()
+        self._mha_inner = None
         self._suppress = 0
 
     @contextlib.contextmanager
@@ -639,12 +675,54 @@ class AttentionMonitor:
             self._records[key] = AttentionRecord(where=key[0], kind=kind)
         return self._records[key]
 
+    @staticmethod
+    @contextlib.contextmanager
+    def _one_thread() -> Iterator[None]:
+        # The statistics are many small operations on a sampled tensor. With several
+        # intra-op threads each one is a parallel region, and on a busy machine every
+        # region can stall for a scheduler time slice (measured: ~0.4 s per call with
+        # 2 threads against ~0.02 s with 1). So they run on one thread; the count is
+        # restored before the model continues, and the model's own ops are untouched.
+        threads = torch.get_num_threads()
+        try:
+            if threads > 1:
+                torch.set_num_threads(1)
+            yield
+        finally:
+            if torch.get_num_threads() != threads:
+                torch.set_num_threads(threads)
+
     def _safely(self, kind: str, where: str | None, fn: Callable[[], None]) -> None:
         try:
-            with self._quiet(), torch.no_grad():
+            with self._one_thread(), self._quiet(), torch.no_grad():
                 fn()
         except Exception as err:  # never break the model: report instead
             self._errors.append((where or self._where(), f"{kind}: {type(err).__name__}: {err}"))
+
+    def _watch_gradient(
+        self,
+        tensor: torch.Tensor,
+        stats: AttentionStats,
+        where: str,
+        grad_at_softmax_input: Callable[[torch.Tensor], torch.Tensor],
+    ) -> None:
+        """Fill ``stats.grad_norm`` during backward from the gradient reaching ``tensor``.
+
+        ``tensor`` must be in the autograd graph. The hook only reads the gradient
+        and returns None, so backward propagates exactly the same values.
+        """
+        if not (self.gradients and tensor.requires_grad):
+            return
+
+        def hook(grad: torch.Tensor) -> None:
+            try:
+                with self._one_thread(), self._quiet(), torch.no_grad():
+                    g = grad_at_softmax_input(grad.detach())
+                    stats.grad_norm = float(g.float().norm())
+            except Exception as err:  # never break backward: report instead
+                self._errors.append((where, f"gradient: {type(err).__name__}: {err}"))
+
+        tensor.register_hook(hook)  # type: ignore[no-untyped-call]
 
     def _sample(self, t: torch.Tensor, rows_dim: int | None = None) -> torch.Tensor:
         """Keep the first ``sample_batch`` batch elements and a strided subset of rows."""
@@ -730,26 +808,39 @@ class AttentionMonitor:
         def sdpa(*args: Any, **kwargs: Any) -> Any:
             out = original(*args, **kwargs)
             if self._watching():
-                self._safely("sdpa", None, lambda: self._on_sdpa(args, kwargs))
+                self._safely("sdpa", None, lambda: self._on_sdpa(args, kwargs, out))
+            elif self._active and self._mha_inner is not None:
+                # inside nn.MultiheadAttention: keep the projected q, k and the merged mask
+                # it passes here, so that its statistics need no second projection
+                self._mha_inner.append(("sdpa", (args, kwargs, out)))
             return out
 
         return sdpa
 
-    def _on_sdpa(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def _on_sdpa(
+        self,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        out: object,
+        site: tuple[str, str | None] = ("sdpa", None),
+        path: str = "sdpa",
+    ) -> None:
         b = _SDPA_SIG.bind(*args, **kwargs).arguments
         q, k = b["query"], b["key"]
         mask, causal, scale = b.get("attn_mask"), b.get("is_causal", False), b.get("scale")
         head_dim = int(q.shape[-1])
         c = 1 / math.sqrt(head_dim) if scale is None else float(scale)
-        pre = self._prescale(q) * self._prescale(k)
+        # inside nn.MultiheadAttention q and k come straight from its in-projection
+        pre = 1.0 if site[0] != "sdpa" else self._prescale(q) * self._prescale(k)
         lq, lk = q.shape[-2], k.shape[-2]
         qs, ks = self._sample(q, rows_dim=q.dim() - 2), self._sample(k)
         if ks.dim() >= 3 and qs.dim() >= 3 and ks.shape[-3] != qs.shape[-3]:  # GQA
             ks = ks.repeat_interleave(qs.shape[-3] // ks.shape[-3], dim=-3)
         logits = (qs.float() @ ks.float().transpose(-2, -1)) * c  # (..., rows, k_len)
-        rows = self._row_index(lq)
+        rows = self._row_index(lq).to(logits.device)
         if causal:
-            allowed = torch.ones(lq, lk, dtype=torch.bool).tril(diagonal=lk - lq)[rows]
+            allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device)
+            allowed = allowed.tril(diagonal=lk - lq)[rows]
             logits = logits.masked_fill(~allowed, -math.inf)
         if mask is not None:
             full = torch.broadcast_to(mask, (*q.shape[:-2], lq, lk))  # (..., q_len, k_len)
@@ -760,9 +851,9 @@ class AttentionMonitor:
                 else logits + full.float()
             )
         n_heads = int(q.shape[-3]) if q.dim() >= 4 else None
-        self._add(
-            ("sdpa", None),
-            path="sdpa",
+        stats = self._add(
+            site,
+            path=path,
             logits=logits,
             shape=tuple(q.shape),
             dtype=q.dtype,
@@ -773,6 +864,22 @@ class AttentionMonitor:
             k=ks,
             max_abs_qk=self._max_abs_qk(qs, ks, q.dtype),
         )
+        if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:
+            # The logits never exist in the graph, but the gradient dO reaching the
+            # output does. With P = softmax(S) and O = P V, backward gives
+            # dP = dO V^T and dS = P * (dP - rowsum(dP * P)), exact on the sampled rows.
+            # With dropout on P the mask is unknown, so no gradient is recorded.
+            vs = self._sample(b["value"])
+            if vs.dim() >= 3 and qs.dim() >= 3 and vs.shape[-3] != qs.shape[-3]:  # GQA
+                vs = vs.repeat_interleave(qs.shape[-3] // vs.shape[-3], dim=-3)
+
+            def grad_at_logits(grad_out: torch.Tensor) -> torch.Tensor:
+                g = self._sample(grad_out, rows_dim=grad_out.dim() - 2).float()  # (.., rows, dv)
+                p = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # (..., rows, k_len)
+                dp = g @ vs.float().transpose(-2, -1)  # (..., rows, k_len)
+                return p * (dp - (dp * p).sum(-1, keepdim=True))
+
+            self._watch_gradient(out, stats, site[1] or self._where(), grad_at_logits)
 
     def _row_index(self, n: int) -> torch.Tensor:
         step = math.ceil(n / self.max_query_rows) if n > self.max_query_rows else 1
@@ -794,19 +901,53 @@ class AttentionMonitor:
             if not self._watching():
                 return original(module, *args, **kwargs)
             self._mha_calls[id(module)] += 1
-            with self._quiet():
-                out = original(module, *args, **kwargs)
+            outer, self._mha_inner = self._mha_inner, []
+            try:
+                with self._quiet():
+                    out = original(module, *args, **kwargs)
+                inner = self._mha_inner
+            finally:
+                self._mha_inner = outer
             where = self._name(module) if self._names else self._where()
+            sdpa_calls = [v for kind, v in inner if kind == "sdpa"]
+            if len(sdpa_calls) == 1:  # its SDPA path (need_weights=False, not the fast path)
+                sdpa_args, sdpa_kwargs, sdpa_out = sdpa_calls[0]
+                self._safely(
+                    "multihead_attention",
+                    where,
+                    lambda: self._on_sdpa(
+                        sdpa_args,
+                        sdpa_kwargs,
+                        sdpa_out,
+                        site=("multihead_attention", where),
+                        path="multihead_attention",
+                    ),
+                )
+                return out
+            got: list[AttentionStats] = []
             self._safely(
                 "multihead_attention",
                 where,
-                lambda: self._on_mha(
-                    module,
-                    sig.bind(module, *args, **kwargs).arguments,
-                    where,
-                    "multihead_attention",
+                lambda: got.append(
+                    self._on_mha(
+                        module,
+                        sig.bind(module, *args, **kwargs).arguments,
+                        where,
+                        "multihead_attention",
+                    )
                 ),
             )
+            # F.softmax calls Tensor.softmax: both wrappers see the same tensor
+            softmax_inputs = list({id(v): v for kind, v in inner if kind == "softmax"}.values())
+            if got and len(softmax_inputs) == 1:  # need_weights=True: the scores are in the graph
+                x = softmax_inputs[0]
+                _, h, lq, _ = got[0].shape
+
+                def grad_at_scores(g: torch.Tensor) -> torch.Tensor:
+                    g = g.reshape(-1, h, lq, g.shape[-1])  # (batch, heads, q_len, k_len)
+                    return self._sample(g, rows_dim=2)
+
+                self._watch_gradient(x, got[0], where, grad_at_scores)
             return out
 
         return forward
@@ -819,7 +960,7 @@ class AttentionMonitor:
         path: str,
         *,
         normed: Callable[[torch.Tensor], torch.Tensor] | None = None,
-    ) -> None:
+    ) -> AttentionStats:
         query, key = a["query"], a["key"]
         attn_mask, kpm = a.get("attn_mask"), a.get("key_padding_mask")
         is_causal = a.get("is_causal", False)
@@ -849,21 +990,21 @@ class AttentionMonitor:
         bq = bk = None
         if m.in_proj_bias is not None:
             bq, bk, _ = m.in_proj_bias.chunk(3)
-        q = F.linear(query.float(), wq.float(), None if bq is None else bq.float())
+        rows = self._row_index(lq).to(query.device)
+        # project only the sampled query rows
+        q = F.linear(query[rows].float(), wq.float(), None if bq is None else bq.float())
         k = F.linear(key.float(), wk.float(), None if bk is None else bk.float())
         if m.bias_k is not None:
             k = torch.cat([k, m.bias_k.float().expand(1, nb, e)])
         if m.add_zero_attn:
             k = torch.cat([k, k.new_zeros(1, nb, e)])
         lk = k.shape[0]
-        q = q.reshape(lq, nb, h, d).permute(1, 2, 0, 3)  # (nb, heads, q_len, d)
+        q = q.reshape(len(rows), nb, h, d).permute(1, 2, 0, 3)  # (nb, heads, rows, d)
         k = k.reshape(lk, nb, h, d).permute(1, 2, 0, 3)  # (nb, heads, k_len, d)
-        rows = self._row_index(lq)
-        q = q[:, :, rows]  # (nb, heads, rows, d)
         c = 1 / math.sqrt(d)
         logits = (q @ k.transpose(-2, -1)) * c  # (nb, heads, rows, k_len)
         if attn_mask is None and is_causal:
-            allowed = torch.ones(lq, lk, dtype=torch.bool).tril()[rows]
+            allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device).tril()[rows]
             logits = logits.masked_fill(~allowed, -math.inf)
         if attn_mask is not None:
             am = attn_mask
@@ -885,12 +1026,14 @@ class AttentionMonitor:
                 logits.masked_fill(kp, -math.inf) if kp.dtype == torch.bool else logits + kp.float()
             )
         if lengths is not None:
-            keep = torch.arange(lk)[None, :] < torch.tensor(lengths[:nb])[:, None]  # (nb, S)
+            dev = logits.device
+            lens = torch.tensor(lengths[:nb], device=dev)[:, None]  # (nb, 1)
+            keep = torch.arange(lk, device=dev)[None, :] < lens  # (nb, S)
             logits = logits.masked_fill(~keep[:, None, None, :], -math.inf)
-            q_keep = torch.arange(lq)[rows][None, :] < torch.tensor(lengths[:nb])[:, None]
+            q_keep = rows[None, :] < lens  # (nb, rows)
             logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
         dtype = a["query"].dtype
-        self._add(
+        return self._add(
             (path.split(":")[0], where),
             path=path,
             logits=logits,
@@ -981,11 +1124,17 @@ class AttentionMonitor:
     def _wrap_softmax(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def softmax(x: Any, *args: Any, **kwargs: Any) -> Any:
-            out = original(x, *args, **kwargs)
+            if not self._watching():
+                out = original(x, *args, **kwargs)
+            else:
+                with self._quiet():  # F.softmax calls Tensor.softmax: record the call once
+                    out = original(x, *args, **kwargs)
             if self._watching() and isinstance(x, torch.Tensor) and x.dim() >= 2:
                 dim = kwargs.get("dim", args[0] if args else None)
                 if dim in (-1, x.dim() - 1) and x.is_floating_point():
                     self._safely("softmax(QK^T)", None, lambda: self._on_softmax(x, out))
+            elif self._active and self._mha_inner is not None and isinstance(x, torch.Tensor):
+                self._mha_inner.append(("softmax", x))  # the scores inside nn.MultiheadAttention
             return out
 
         return softmax
@@ -1040,13 +1189,7 @@ class AttentionMonitor:
         )
         if prod.dtype == torch.float16 and not bool(torch.isfinite(ps).all()):
             stats.max_abs_qk = math.inf
-        if self.gradients and x.requires_grad:
-
-            def hook(grad: torch.Tensor) -> None:
-                with contextlib.suppress(Exception), torch.no_grad():
-                    stats.grad_norm = float(grad.detach().float().norm())
-
-            x.register_hook(hook)  # type: ignore[no-untyped-call]
+        self._watch_gradient(x, stats, self._where(), lambda g: self._sample(g, g.dim() - 2))
 
     # -- report -----------------------------------------------------------
 
