@@ -1,4 +1,4 @@
-r"""# Step 5: float16 overflow of $QK^\top$
+r"""# Step 5: float16 overflow of QKᵀ
 
 Float16 stops at 65504. An unscaled $q\cdot k$ of large activations passes it before the scale
 is applied, the score becomes `inf` and the softmax `NaN`. The monitor flags the risk before it
