@@ -28,3 +28,13 @@ def test_example_runs(script: Path, tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr[-4000:]
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_example_has_a_plain_title(script: Path) -> None:
+    """The title is a Markdown H1 without math: navigation and cards show it as raw text."""
+    text = script.read_text()
+    assert text.startswith('r"""'), "the first statement is a raw docstring"
+    title = next(line for line in text[4:].splitlines() if line.strip())
+    assert title.startswith("# "), f"first docstring line is not a '# ' title: {title!r}"
+    assert "$" not in title, f"math in the title: {title!r}"
