@@ -72,3 +72,19 @@ __all__ += [
     "scaled_dot_product_attention",
     "soft_cap",
 ]
+
+# --- training ---
+from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model  # noqa: E402
+from .training import METRICS, TASKS, TrainingResult, make_task, train  # noqa: E402
+
+__all__ += [
+    "METRICS",
+    "MODELS",
+    "TASKS",
+    "AttentionBlock",
+    "SimpleAttentionModel",
+    "TrainingResult",
+    "make_model",
+    "make_task",
+    "train",
+]

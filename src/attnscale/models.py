@@ -19,7 +19,13 @@ import torch
 from torch import nn
 
 from . import _checks
-from .scaling import AttentionResult, MultiHeadAttention, ScoreScaling, _resolve, scaled_dot_product_attention
+from .scaling import (
+    AttentionResult,
+    MultiHeadAttention,
+    ScoreScaling,
+    _resolve,
+    scaled_dot_product_attention,
+)
 
 __all__ = ["MODELS", "AttentionBlock", "SimpleAttentionModel", "make_model"]
 
@@ -113,7 +119,9 @@ class SimpleAttentionModel(nn.Module):
         """
         _checks.float_tensor(x, "x", min_dim=3)
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(f"x must have shape (batch, length, {self.d_model}), got {tuple(x.shape)}")
+            raise ValueError(
+                f"x must have shape (batch, length, {self.d_model}), got {tuple(x.shape)}"
+            )
         q = self.W_q(x).unsqueeze(1)  # (batch, 1, length, d_k)
         k = self.W_k(x).unsqueeze(1)  # (batch, 1, length, d_k)
         v = self.W_v(x).unsqueeze(1)  # (batch, 1, length, d_v)
@@ -184,19 +192,22 @@ class AttentionBlock(nn.Module):
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.num_heads = _checks.positive_int(num_heads, "num_heads")
         if self.d_model % self.num_heads:
-            raise ValueError(
-                f"num_heads={self.num_heads} must divide d_model={self.d_model}"
-            )
+            raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
         hidden = _checks.positive_int(mlp_ratio, "mlp_ratio") * self.d_model
-        kw: dict[str, object] = {"device": device, "dtype": dtype}
-        self.ln1 = nn.LayerNorm(self.d_model, **kw)
+        self.ln1 = nn.LayerNorm(self.d_model, device=device, dtype=dtype)
         self.attn = MultiHeadAttention(
-            self.d_model, self.num_heads, strategy=strategy, softcap=softcap, device=device,
+            self.d_model,
+            self.num_heads,
+            strategy=strategy,
+            softcap=softcap,
+            device=device,
             dtype=dtype,
         )
-        self.ln2 = nn.LayerNorm(self.d_model, **kw)
+        self.ln2 = nn.LayerNorm(self.d_model, device=device, dtype=dtype)
         self.mlp = nn.Sequential(
-            nn.Linear(self.d_model, hidden, **kw), nn.GELU(), nn.Linear(hidden, self.d_model, **kw)
+            nn.Linear(self.d_model, hidden, device=device, dtype=dtype),
+            nn.GELU(),
+            nn.Linear(hidden, self.d_model, device=device, dtype=dtype),
         )
 
     @property

@@ -28,7 +28,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from . import _checks
 from .models import MODELS, make_model
-from .scaling import SCALING_STRATEGIES
+from .scaling import SCALING_STRATEGIES, ScoreScaling
 
 __all__ = ["METRICS", "TASKS", "TrainingResult", "make_task", "train"]
 
@@ -311,7 +311,9 @@ class _Probe(nn.Module):
         self, x: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         res = self.model(x, need_weights=True, need_logits=True)
-        scale = self.model.strategy.effective_scale().to(x.device).mean()
+        strategy = self.model.strategy
+        assert isinstance(strategy, ScoreScaling)  # both models expose their strategy
+        scale = strategy.effective_scale().to(x.device).mean()
         return res.output, res.weights, res.logits, scale
 
 
@@ -337,8 +339,10 @@ class _Group:
         eps: float,
     ) -> None:
         probes = [_Probe(m) for m in models]
-        params, buffers = stack_module_state(probes)  # type: ignore[no-untyped-call]
-        self.params: dict[str, torch.Tensor] = {k: v.detach().requires_grad_() for k, v in params.items()}
+        params, buffers = stack_module_state(probes)
+        self.params: dict[str, torch.Tensor] = {
+            k: v.detach().requires_grad_() for k, v in params.items()
+        }
         self.buffers: dict[str, torch.Tensor] = buffers
         self.base = copy.deepcopy(probes[0]).to("meta")
         self.lrs = lrs  # (models,)
@@ -362,7 +366,7 @@ class _Group:
         for p in self.params.values():
             p.grad = None
         loss, w, logits, scale = self.forward(self.params, self.buffers, x, y)  # loss (models,)
-        loss.sum().backward()
+        loss.sum().backward()  # type: ignore[no-untyped-call]
         with torch.no_grad():
             sq = {"q": 0.0, "k": 0.0, "other": 0.0}
             sums: dict[str, torch.Tensor | float] = dict(sq)
@@ -440,7 +444,7 @@ def _attention_stats(w: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.T
 def _as_tuple(value: object, name: str) -> tuple[object, ...]:
     if isinstance(value, (str, int, float)):
         return (value,)
-    if isinstance(value, Sequence) or isinstance(value, torch.Tensor):
+    if isinstance(value, (Sequence, torch.Tensor)):
         out = tuple(value.tolist() if isinstance(value, torch.Tensor) else value)
         if not out:
             raise ValueError(f"{name} must not be empty")
@@ -540,7 +544,10 @@ def train(
     (torch.Size([4, 4]), 2)
     """
     task = _checks.one_of(task, "task", TASKS)
-    strategy_list = [_checks.one_of(s, "strategy", SCALING_STRATEGIES) for s in _as_tuple(strategies, "strategies")]
+    strategy_list = [
+        _checks.one_of(s, "strategy", SCALING_STRATEGIES)
+        for s in _as_tuple(strategies, "strategies")
+    ]
     if len(set(strategy_list)) != len(strategy_list):
         raise ValueError(f"strategies must be distinct, got {strategy_list}")
     seed_list = []
@@ -597,8 +604,14 @@ def train(
             for j, s in enumerate(seed_list):
                 models.append(
                     make_model(
-                        model, d_model=d_model, d_k=d_k, d_v=d_v, num_heads=num_heads,
-                        strategy=strat, seed=s, device=dev,
+                        model,
+                        d_model=d_model,
+                        d_k=d_k,
+                        d_v=d_v,
+                        num_heads=num_heads,
+                        strategy=strat,
+                        seed=s,
+                        device=dev,
                     )
                 )
                 lr_vals.append(lr)
@@ -642,13 +655,25 @@ def train(
 
     final_train = torch.cat([g.evaluate(x_train[g.seed_pos], y_train[g.seed_pos]) for g in groups])
     test = torch.cat([g.evaluate(x_test[g.seed_pos], y_test[g.seed_pos]) for g in groups])
-    metrics = {m: torch.stack(v, dim=1).float().cpu() for m, v in records.items()}  # (models, steps)
+    metrics = {
+        m: torch.stack(v, dim=1).float().cpu() for m, v in records.items()
+    }  # (models, steps)
     states = tuple(st for g in groups for st in g.states())
     config: dict[str, object] = {
-        "task": task, "model": model, "d_model": d_model, "d_k": d_k, "d_v": d_v,
-        "num_heads": num_heads, "seq_len": seq_len, "num_samples": num_samples,
-        "test_samples": test_samples, "batch_size": batch_size, "epochs": epochs,
-        "betas": beta_pair, "eps": eps, "device": str(dev),
+        "task": task,
+        "model": model,
+        "d_model": d_model,
+        "d_k": d_k,
+        "d_v": d_v,
+        "num_heads": num_heads,
+        "seq_len": seq_len,
+        "num_samples": num_samples,
+        "test_samples": test_samples,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "betas": beta_pair,
+        "eps": eps,
+        "device": str(dev),
     }
     return TrainingResult(
         **metrics,
