@@ -75,6 +75,7 @@ __all__ += [
 
 # --- training ---
 from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model  # noqa: E402
+from .plotting import plot_loss_grid, plot_seed_bands, plot_training_metric  # noqa: E402
 from .training import METRICS, TASKS, TrainingResult, make_task, train  # noqa: E402
 
 __all__ += [
@@ -86,5 +87,8 @@ __all__ += [
     "TrainingResult",
     "make_model",
     "make_task",
+    "plot_loss_grid",
+    "plot_seed_bands",
+    "plot_training_metric",
     "train",
 ]
