@@ -46,9 +46,7 @@ with torch.no_grad():
     for d_k in D_KS:
         for label, (name, cap) in VARIANTS.items():
             torch.manual_seed(SEED)
-            mha = attnscale.MultiHeadAttention(
-                D_MODEL, 1, head_dim=d_k, strategy=name, softcap=cap
-            )
+            mha = attnscale.MultiHeadAttention(D_MODEL, 1, head_dim=d_k, strategy=name, softcap=cap)
             # Only the logits matter here, so skip the value and output projections.
             q = mha.q_proj(x).unsqueeze(1)  # (batch, 1 head, seq_len, d_k)
             k = mha.k_proj(x).unsqueeze(1)  # (batch, 1 head, seq_len, d_k)
@@ -76,8 +74,10 @@ fig.suptitle("Logit spread and attention entropy at initialisation, per strategy
 # ratio: a ratio near 1 means the strategy keeps the distribution stable as heads get wider.
 
 # %%
-print(f"{'strategy':<22} {'std @16':>9} {'std @4096':>10} {'ratio':>8} "
-      f"{'H/ln n @16':>11} {'H/ln n @4096':>13}")
+print(
+    f"{'strategy':<22} {'std @16':>9} {'std @4096':>10} {'ratio':>8} "
+    f"{'H/ln n @16':>11} {'H/ln n @4096':>13}"
+)
 for label in VARIANTS:
     s, h = logit_std[label], entropy[label]
     print(f"{label:<22} {s[0]:9.3f} {s[-1]:10.3f} {s[-1] / s[0]:8.2f} {h[0]:11.3f} {h[-1]:13.3f}")

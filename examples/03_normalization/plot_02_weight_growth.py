@@ -76,8 +76,9 @@ fig.suptitle("Attention entropy and largest logit as W_q, W_k grow, per strategy
 
 # %%
 print(f"collapse threshold: entropy / ln n < {THRESHOLD}")
-print(f"{'strategy':<22} {'g at collapse':>14} {'H @ g=10':>9} {'H @ g=100':>10} "
-      f"{'max|l| @100':>12}")
+print(
+    f"{'strategy':<22} {'g at collapse':>14} {'H @ g=10':>9} {'H @ g=100':>10} {'max|l| @100':>12}"
+)
 log_g = np.log(GAINS)
 i10 = int(np.argmin(np.abs(GAINS - 10)))
 for label in VARIANTS:

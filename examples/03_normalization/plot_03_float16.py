@@ -46,8 +46,14 @@ overflow: dict[str, float] = {}  # first g with a non-finite float16 logit
 max_logit: dict[str, list[float]] = {v: [] for v in [*VARIANTS, NAIVE]}
 
 
-def record(label: str, g: float, logits16: torch.Tensor, w16: torch.Tensor, w64: torch.Tensor,
-           logits64: torch.Tensor) -> None:
+def record(
+    label: str,
+    g: float,
+    logits16: torch.Tensor,
+    w16: torch.Tensor,
+    w64: torch.Tensor,
+    logits64: torch.Tensor,
+) -> None:
     finite = bool(torch.isfinite(logits16).all() and torch.isfinite(w16).all())
     if not finite:
         overflow.setdefault(label, g)
@@ -77,8 +83,13 @@ with torch.no_grad():
 
 fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
 plot_strategy_curves(
-    GAINS, error, ax=ax, xlabel="weight scale $g$", ylabel="max |weight error| (fp16 vs fp64)",
-    logy=True, hline=TOLERANCE,
+    GAINS,
+    error,
+    ax=ax,
+    xlabel="weight scale $g$",
+    ylabel="max |weight error| (fp16 vs fp64)",
+    logy=True,
+    hline=TOLERANCE,
 )
 ax.set_title("Float16 attention-weight error as W_q, W_k grow (1 = overflow)")
 
@@ -90,8 +101,10 @@ ax.set_title("Float16 attention-weight error as W_q, W_k grow (1 = overflow)")
 
 # %%
 print(f"tolerance on attention weights: {TOLERANCE}")
-print(f"{'strategy':<32} {'g: error > tol':>14} {'max|l| there':>13} {'g: overflow':>12} "
-      f"{'max|l| @ g=100':>15}")
+print(
+    f"{'strategy':<32} {'g: error > tol':>14} {'max|l| there':>13} {'g: overflow':>12} "
+    f"{'max|l| @ g=100':>15}"
+)
 for label in error:
     err = np.array(error[label])
     bad = np.nonzero(err > TOLERANCE)[0]
