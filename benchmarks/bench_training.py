@@ -10,11 +10,15 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
+from functools import partial
+from typing import Any, TypeVar
 
 import torch
 
 import attnscale
 
+T = TypeVar("T")
 SEEDS = list(range(8))
 REPEATS = 3
 CONFIGS = {
@@ -37,28 +41,35 @@ CONFIGS = {
 }
 
 
-def timed(fn: object) -> tuple[float, object]:
-    times, out = [], None
+def timed(fn: Callable[[], T]) -> tuple[float, T]:
+    times = []
     for _ in range(REPEATS):
         start = time.perf_counter()
-        out = fn()  # type: ignore[operator]
+        out = fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times), out
 
 
+def sequential(task: str, kw: dict[str, Any]) -> torch.Tensor:
+    return torch.cat([attnscale.train(task, seeds=s, **kw).loss for s in SEEDS])
+
+
+def batched(task: str, kw: dict[str, Any]) -> torch.Tensor:
+    return attnscale.train(task, seeds=SEEDS, **kw).loss
+
+
 def main() -> None:
     print(f"load average: {os.getloadavg()[0]:.2f} (1 min), torch {torch.__version__}")
-    print(f"| configuration | 8 sequential (s) | 1 batched (s) | speed-up | max loss diff |")
+    print("| configuration | 8 sequential (s) | 1 batched (s) | speed-up | max loss diff |")
     print("|---|---|---|---|---|")
     for label, cfg in CONFIGS.items():
-        kw = dict(cfg, strategies="inverse_sqrt", test_samples=32, num_threads=1)
+        kw: dict[str, Any] = dict(cfg, strategies="inverse_sqrt", test_samples=32, num_threads=1)
         task = kw.pop("task")
         attnscale.train(task, seeds=SEEDS[:2], **kw)  # warm-up
-        t_seq, seq = timed(lambda: [attnscale.train(task, seeds=s, **kw) for s in SEEDS])
-        t_bat, bat = timed(lambda: attnscale.train(task, seeds=SEEDS, **kw))
-        seq_loss = torch.cat([r.loss for r in seq])  # (seeds, steps)
-        diff = float((seq_loss - bat.loss).abs().max())
-        ok = torch.allclose(seq_loss, bat.loss, rtol=1e-4, atol=1e-6)
+        t_seq, seq_loss = timed(partial(sequential, task, kw))  # (seeds, steps)
+        t_bat, bat_loss = timed(partial(batched, task, kw))  # (seeds, steps)
+        diff = float((seq_loss - bat_loss).abs().max())
+        ok = torch.allclose(seq_loss, bat_loss, rtol=1e-4, atol=1e-6)
         print(
             f"| {label} | {t_seq:.2f} | {t_bat:.2f} | {t_seq / t_bat:.2f}x | {diff:.1e}"
             f"{'' if ok else ' MISMATCH'} |"
