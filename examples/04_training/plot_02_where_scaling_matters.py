@@ -149,7 +149,8 @@ plt.show()
 # better, raising the logits further. The model settles in a bad optimum where each position
 # copies a few tokens; it does not escape in this run (and in the project's longer runs it
 # stayed stuck for 300 epochs at $d_k = 512$). With the scale, the logits start near
-# $1/3$, attention starts almost uniform, and the loss drops by orders of magnitude. At
+# $1/3$, attention starts almost uniform, and the loss keeps falling well below the level where the
+# unscaled model is stuck. At
 # $d_k = 64$ the unscaled logits are only $\sqrt{64}/3 \approx 2.7$ wide and the gap is much
 # smaller.
 
