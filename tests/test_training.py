@@ -313,3 +313,46 @@ def test_progress_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "epoch 2/2" in capsys.readouterr().err
     train("mean", epochs=2, num_samples=4, d_model=8, d_k=4)  # not a TTY: quiet
     assert capsys.readouterr().err == ""
+
+
+def test_plotting_helpers() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from attnscale import plot_loss_grid, plot_seed_bands, plot_training_metric
+
+    res = train(
+        "mean",
+        strategies=["none", "cosine"],
+        seeds=[0, 1],
+        epochs=2,
+        num_samples=8,
+        d_model=8,
+        d_k=4,
+        batch_size=4,
+    )
+    ax = plot_training_metric(res, "entropy", band="std", hline=1.0, hline_label="ref")
+    assert len(ax.get_lines()) == 3 and ax.get_xlabel() == "epoch"
+    ax = plot_seed_bands(
+        {"a": torch.rand(3, 5), "b": torch.rand(5)}, x=[1, 2, 4, 8, 16], logx=True, markers=True
+    )
+    assert len(ax.get_lines()) == 2
+    ax = plot_loss_grid(["s1", "s2"], ["t1"], [[1e-3], [2e-2]], [[1e-4], [1e-3]])
+    assert len(ax.texts) == 2 and len(ax.patches) == 1
+    with pytest.raises(ValueError, match="curves"):
+        plot_seed_bands({})
+    with pytest.raises(ValueError, match="band"):
+        plot_seed_bands({"a": torch.rand(2, 3)}, band="iqr")
+    with pytest.raises(ValueError, match="x"):
+        plot_seed_bands({"a": torch.rand(2, 3)}, x=[1, 2])
+    with pytest.raises(ValueError, match="shape"):
+        plot_seed_bands({"a": torch.rand(2, 3, 4)})
+    with pytest.raises(TypeError, match="result"):
+        plot_training_metric({"loss": 1}, "loss")
+    with pytest.raises(ValueError, match="shape"):
+        plot_loss_grid(["s1"], ["t1", "t2"], [[1.0]], [[0.1]])
+    with pytest.raises(ValueError, match="positive"):
+        plot_loss_grid(["s1"], ["t1"], [[0.0]], [[0.1]])
+    plt.close("all")
