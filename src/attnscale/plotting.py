@@ -450,6 +450,12 @@ def plot_seed_bands(
     ------
     ValueError
         If ``curves`` is empty, ``band`` is unknown, or shapes disagree.
+
+    Examples
+    --------
+    >>> ax = plot_seed_bands({"scaled": torch.rand(5, 20), "unscaled": torch.rand(5, 20)})
+    >>> len(ax.get_lines()), ax.get_xlabel()
+    (2, 'epoch')
     """
     if not curves:
         raise ValueError("curves must contain at least one label")
@@ -540,6 +546,14 @@ def plot_training_metric(
     ------
     TypeError
         If ``result`` is not a TrainingResult.
+
+    Examples
+    --------
+    >>> from attnscale import train
+    >>> res = train("mean", strategies=["none", "inverse_sqrt"], seeds=[0, 1], epochs=2,
+    ...             num_samples=8, d_model=8, d_k=4)
+    >>> len(plot_training_metric(res, "loss", logy=True).get_lines())
+    2
     """
     from .training import TrainingResult
 
@@ -590,6 +604,13 @@ def plot_loss_grid(
     ------
     ValueError
         If the shapes do not match the labels or a mean is not positive.
+
+    Examples
+    --------
+    >>> ax = plot_loss_grid(["a", "b"], ["uniform", "sharp"], [[1e-3, 1e-1], [1e-2, 1e-4]],
+    ...                     [[1e-4, 1e-2], [1e-3, 1e-5]])
+    >>> len(ax.texts), len(ax.patches)
+    (4, 2)
     """
     m, s = _numpy(mean), _numpy(std)
     shape = (len(rows), len(cols))

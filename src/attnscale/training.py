@@ -179,6 +179,13 @@ class TrainingResult:
         The settings of the call, for the record.
     seconds : float
         Wall-clock time of the training loop.
+
+    Examples
+    --------
+    >>> res = train("reconstruction", strategies=["none", "inverse_sqrt"], seeds=[0, 1, 2],
+    ...             epochs=1, num_samples=16, d_model=8, d_k=4)
+    >>> res.num_models, res.loss.shape, res.test_loss.shape
+    (6, torch.Size([6, 1]), torch.Size([6]))
     """
 
     loss: torch.Tensor
@@ -225,6 +232,12 @@ class TrainingResult:
         ------
         ValueError
             If ``name`` is not a metric.
+
+        Examples
+        --------
+        >>> res = train("mean", epochs=3, num_samples=8, d_model=8, d_k=4, batch_size=4)
+        >>> res.metric("loss").shape, res.metric("loss", per_epoch=True).shape
+        (torch.Size([1, 6]), torch.Size([1, 3]))
         """
         values: torch.Tensor = getattr(self, _checks.one_of(name, "name", METRICS))
         if not per_epoch:
@@ -245,6 +258,13 @@ class TrainingResult:
         Returns
         -------
         list of int
+
+        Examples
+        --------
+        >>> res = train("mean", strategies=["none", "cosine"], seeds=[0, 1], epochs=1,
+        ...             num_samples=8, d_model=8, d_k=4)
+        >>> res.select(strategy="cosine"), res.select(seed=1)
+        ([2, 3], [1, 3])
         """
         return [
             i
@@ -271,6 +291,18 @@ class TrainingResult:
         Returns
         -------
         dict of str to Tensor
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a metric.
+
+        Examples
+        --------
+        >>> res = train("mean", strategies=["none", "cosine"], seeds=[0, 1], epochs=2,
+        ...             num_samples=8, d_model=8, d_k=4, batch_size=4)
+        >>> {k: tuple(v.shape) for k, v in res.by_variant("entropy", per_epoch=True).items()}
+        {'none': (2, 2), 'cosine': (2, 2)}
         """
         if name in ("final_train_loss", "test_loss"):
             values: torch.Tensor = getattr(self, name)
@@ -294,6 +326,11 @@ class TrainingResult:
         Returns
         -------
         dict of str to Tensor
+
+        Raises
+        ------
+        ValueError
+            If ``index`` is not a model index.
         """
         if not 0 <= index < self.num_models:
             raise ValueError(f"index must lie in [0, {self.num_models}), got {index!r}")
