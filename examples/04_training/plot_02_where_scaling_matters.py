@@ -96,7 +96,7 @@ fig.suptitle("Mean task: scaled vs unscaled at three head sizes (seed bands)")
 plt.show()
 
 # %%
-# ## The unscaled model starts sharp, sharpens, and has the larger gradients
+# ## The unscaled model starts sharp, stays sharp, and has the larger gradients
 #
 # The article's explanation is that unscaled logits push the softmax into a flat region where
 # gradients vanish. The measurements say otherwise. The table lists, at the largest head size,
@@ -144,15 +144,17 @@ plt.show()
 # At initialisation the query and key projections (PyTorch's default ``nn.Linear`` init) give
 # components of variance about $1/3$, so unscaled logits have a standard deviation near
 # $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (first column). The gradient with
-# respect to $W_q$ is then large, not small: it is the gradient of a sharp softmax whose winner
-# is wrong, and Adam follows it towards a *different* sharp pattern that fits the batch a bit
-# better, raising the logits further. The model settles in a bad optimum where each position
-# copies a few tokens; it does not escape in this run (and in the project's longer runs it
-# stayed stuck for 300 epochs at $d_k = 512$). With the scale, the logits start near
-# $1/3$, attention starts almost uniform, and the loss keeps falling well below the level where the
-# unscaled model is stuck. At
-# $d_k = 64$ the unscaled logits are only $\sqrt{64}/3 \approx 2.7$ wide and the gap is much
-# smaller.
+# respect to $W_q$ is then large, not small (the figure: it stays above the scaled model's all
+# along): it is the gradient of a sharp softmax whose winners are wrong. Training does not
+# flatten the attention: the entropy stays far below the uniform $\ln 8$ and the logit spread
+# does not shrink, while the scaled model's logits shrink towards uniform attention. The
+# unscaled model sits in a bad optimum where each position copies a few tokens, and its loss
+# stops moving. In this short run its attention does not sharpen much further; with
+# ``FULL = True`` (the longer, wider setting) the project measured the entropy falling towards
+# zero and the logit spread growing: training *sharpens* the wrong pattern. With the scale the
+# logits start near $1/3$, attention starts almost uniform, and the loss keeps falling well
+# below the level where the unscaled model is stuck. At $d_k = 64$ unscaled logits are
+# narrower and the gap is much smaller.
 
 # %%
 # ## Contrast: tasks where sharp attention is right
