@@ -108,10 +108,13 @@ print(
 #   which is what the task needs, and no scale at all is the worst. On reconstruction the
 #   order flips: strategies that can make attention sharp quickly (a learnable or normalised
 #   temperature) win, and $1/d_k$, whose logits start tiny, is among the slowest.
-# - **1/√d_k is the robust default, not the optimum.** It wins neither task; its regret is the
-#   factor by which it trails the winner. Compare its worst-case regret with that of the
-#   column winners: a strategy tuned for one kind of attention pays on the other kind. The
-#   printed line names the strategy with the smallest worst-case regret in this run.
+# - **1/√d_k is a safe default, not the optimum.** It wins neither task; its regret is the
+#   factor by which it trails each winner. Among the fixed scales (no scale, $1/\sqrt{d_k}$,
+#   $1/d_k$, T5's folded init) compare the printed worst-case regrets: a fixed scale tuned to
+#   one kind of attention pays dearly on the other, and $1/\sqrt{d_k}$ sits between the
+#   extremes. It is not the most robust strategy of the whole grid, though: the printed line
+#   names the one with the smallest worst-case regret, and normalised or learnable
+#   temperatures can adapt the sharpness to the task, which no fixed multiplier can.
 # - **Caveats.** One learning rate, one width, short training, three seeds: a different budget
 #   reorders close cells (read the ± values before ranking two strategies), and learnable
 #   strategies would profit from their own learning rates. The fixed-scale strategies
