@@ -118,7 +118,11 @@ print(
 # - **Caveats.** One learning rate, one width, short training, three seeds: a different budget
 #   reorders close cells (read the ± values before ranking two strategies), and learnable
 #   strategies would profit from their own learning rates. The fixed-scale strategies
-#   differ only in the initial logit scale here; the learnable ones can move it.
+#   differ only in the initial logit scale here; the learnable ones can move it. T5's folded
+#   init starts with unit-variance logits like $1/\sqrt{d_k}$, yet compare its row with the
+#   unscaled one: its scale lives in the small query weights, and Adam moves every weight by
+#   steps of about the learning rate whatever its size, which (a likely cause) soon undoes the
+#   small initialisation.
 #
 # ## References
 #
