@@ -472,3 +472,15 @@ def test_bad_strategy_settings() -> None:
         make_strategy("inverse_sqrt", d_k=0)
     with pytest.raises(NotImplementedError):
         ScoreScaling(4).prepare(torch.ones(1), torch.ones(1))
+
+
+def test_project_qk_reproduces_module_logits() -> None:
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(16, 2, strategy="qk_rmsnorm").double()
+    x = torch.randn(2, 5, 16, dtype=torch.float64)
+    q, k = mha.project_qk(x)
+    assert q.shape == k.shape == (2, 2, 5, 8)
+    res = scaled_dot_product_attention(q, k, k, strategy=mha.strategy, need_logits=True)
+    torch.testing.assert_close(res.logits, _logits(mha, x))
+    with pytest.raises(ValueError, match="key"):
+        mha.project_qk(x, torch.randn(2, 5, 3, dtype=torch.float64))

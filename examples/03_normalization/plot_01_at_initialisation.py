@@ -115,4 +115,5 @@ for label in VARIANTS:
 # - Vaswani et al. 2017, arXiv:1706.03762, §3.2.1 (the $1/\sqrt{d_k}$ argument).
 # - Yang et al. 2022, Tensor Programs V, arXiv:2203.03466 ($1/d_k$).
 # - Liu et al. 2022, Swin Transformer V2, arXiv:2111.09883 (scaled cosine attention).
-# - Dehghani et al. 2023, arXiv:2302.05442 (QK LayerNorm); Raffel et al. 2020, arXiv:1910.10683 (T5).
+# - Dehghani et al. 2023, arXiv:2302.05442 (QK LayerNorm).
+# - Raffel et al. 2020, arXiv:1910.10683 (T5).

@@ -321,15 +321,16 @@ class Table:
                 )
 
     def __str__(self) -> str:
-        widths = [
-            max([len(h)] + [len(r[j]) for r in self.rows]) for j, h in enumerate(self.headers)
-        ]
+        # Pipes inside cells are escaped so the Markdown stays a table.
+        headers = [h.replace("|", "\\|") for h in self.headers]
+        rows = [[c.replace("|", "\\|") for c in row] for row in self.rows]
+        widths = [max([len(h)] + [len(r[j]) for r in rows]) for j, h in enumerate(headers)]
 
         def line(cells: Sequence[str]) -> str:
             return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
 
         rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
-        return "\n".join([line(self.headers), rule, *(line(r) for r in self.rows)])
+        return "\n".join([line(headers), rule, *(line(r) for r in rows)])
 
     def __repr__(self) -> str:
         return str(self)

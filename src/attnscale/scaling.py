@@ -814,6 +814,40 @@ class MultiHeadAttention(nn.Module):
         x = x.view(batch, length, self.num_heads, self.head_dim)  # (batch, len, heads, d_k)
         return x.transpose(1, 2)  # (batch, heads, len, d_k)
 
+    def project_qk(
+        self, query: torch.Tensor, key: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-head queries and keys before the strategy is applied.
+
+        Parameters
+        ----------
+        query : Tensor
+            ``(batch, q_len, d_model)``.
+        key : Tensor, optional
+            ``(batch, k_len, d_model)``; defaults to ``query``.
+
+        Returns
+        -------
+        tuple of Tensor
+            ``q`` of shape ``(batch, heads, q_len, head_dim)`` and ``k`` of shape
+            ``(batch, heads, k_len, head_dim)``, ready for
+            [scaled_dot_product_attention][attnscale.scaled_dot_product_attention] with
+            ``strategy=self.strategy``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            If the inputs are not 3-D floating tensors of width ``d_model``.
+        """
+        key = query if key is None else key
+        for name, t in (("query", query), ("key", key)):
+            _checks.float_tensor(t, name, min_dim=3)
+            if t.dim() != 3 or t.shape[-1] != self.d_model:
+                raise ValueError(
+                    f"{name} must have shape (batch, length, {self.d_model}), got {tuple(t.shape)}"
+                )
+        return self._split(self.q_proj(query)), self._split(self.k_proj(key))
+
     def forward(
         self,
         query: torch.Tensor,
