@@ -84,25 +84,13 @@ def plot_score_histograms(
     bins = _checks.positive_int(bins, "bins")
     ax = _style(_axes(ax))
     for colour, (d_k, values) in zip(PALETTE, sorted(samples.items()), strict=False):
-        ax.hist(
-            _numpy(values),
-            bins=bins,
-            density=True,
-            histtype="step",
-            linewidth=1.4,
-            color=colour,
-            label=f"$d_k = {d_k}$",
-        )
+        ax.hist(_numpy(values), bins=bins, density=True, histtype="step", linewidth=1.4,
+                color=colour, label=f"$d_k = {d_k}$")
     if reference_pdf:
         lo, hi = ax.get_xlim()
         x = np.linspace(lo, hi, 400)
-        ax.plot(
-            x,
-            np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi),
-            "k--",
-            linewidth=1,
-            label="$\\mathcal{N}(0, 1)$",
-        )
+        ax.plot(x, np.exp(-x**2 / 2) / np.sqrt(2 * np.pi), "k--", linewidth=1,
+                label="$\\mathcal{N}(0, 1)$")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("density")
     ax.legend(frameon=False)
@@ -192,16 +180,8 @@ def plot_theory_vs_measured(
     ax = _style(_axes(ax, (6.4, 0.45 * len(labels) + 1.2)))
     y = np.arange(len(labels))[::-1]
     ax.plot(t, y, "|", color="0.2", markersize=16, markeredgewidth=2, label="theory")
-    ax.errorbar(
-        m,
-        y,
-        xerr=None if err is None else _numpy(err),
-        fmt="o",
-        color=PALETTE[1],
-        markersize=5,
-        capsize=3,
-        label="measured",
-    )
+    ax.errorbar(m, y, xerr=None if err is None else _numpy(err), fmt="o", color=PALETTE[1],
+                markersize=5, capsize=3, label="measured")
     ax.set_yticks(y, labels)
     ax.set_xlabel(quantity)
     ax.legend(frameon=False, loc="lower right")
