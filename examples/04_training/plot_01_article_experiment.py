@@ -134,6 +134,7 @@ for name, values in epoch_loss.items():
             f"{values.mean():.4f} ± {values.std():.4f}",
             f"{result.test_loss[idx].mean():.4f}",
             f"{to_floor.float().mean():.1f}",
+            f"{grads[:, : result.steps_per_epoch].median():.3f}",
             f"{grads.median():.3f}",
             f"{(grads.amax(1) / grads.median(1).values).mean():.1f}",
             f"{rises.mean():.1f}",

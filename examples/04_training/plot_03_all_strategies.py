@@ -99,6 +99,12 @@ print(
     f"smallest worst-case regret: {robust} ({worst.min():.3g}); "
     f"1/sqrt(d_k): {worst[STRATEGIES.index('inverse_sqrt')]:.3g}"
 )
+FIXED = ["none", "inverse_sqrt", "inverse_d", "folded_init"]  # no learnable scale or norm
+fixed_worst = {name: float(worst[STRATEGIES.index(name)]) for name in FIXED}
+print(
+    "worst-case regret of the fixed scales: "
+    + ", ".join(f"{k} {v:.3g}" for k, v in sorted(fixed_worst.items(), key=lambda kv: kv[1]))
+)
 
 # %%
 # ## Reading the grid
