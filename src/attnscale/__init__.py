@@ -132,3 +132,23 @@ __all__ = [
     "unit_variance_scale",
     "variance_estimate",
 ]
+
+# --- training ---
+from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model  # noqa: E402
+from .plotting import plot_loss_grid, plot_seed_bands, plot_training_metric  # noqa: E402
+from .training import METRICS, TASKS, TrainingResult, make_task, train  # noqa: E402
+
+__all__ += [
+    "METRICS",
+    "MODELS",
+    "TASKS",
+    "AttentionBlock",
+    "SimpleAttentionModel",
+    "TrainingResult",
+    "make_model",
+    "make_task",
+    "plot_loss_grid",
+    "plot_seed_bands",
+    "plot_training_metric",
+    "train",
+]

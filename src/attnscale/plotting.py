@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.patches import Rectangle
 
 from . import _checks
 
@@ -872,4 +873,249 @@ def plot_strategy_bars(
     ax.set_yticks(y, labels)
     ax.set_xlabel(xlabel)
     ax.margins(x=0.15)
+    return ax
+
+
+# --- training dynamics ---
+
+__all__ += ["plot_loss_grid", "plot_seed_bands", "plot_training_metric"]
+
+
+def plot_seed_bands(
+    curves: Mapping[str, Sequence[Sequence[float]] | np.ndarray | torch.Tensor],
+    *,
+    x: Sequence[float] | np.ndarray | torch.Tensor | None = None,
+    ax: Axes | None = None,
+    band: str = "range",
+    xlabel: str = "epoch",
+    ylabel: str = "value",
+    logx: bool = False,
+    logy: bool = False,
+    hline: float | None = None,
+    hline_label: str | None = None,
+    markers: bool = False,
+) -> Axes:
+    """Mean over seeds of each curve, with a shaded band showing the spread across seeds.
+
+    Parameters
+    ----------
+    curves : Mapping[str, array of shape (seeds, points)]
+        One array per label; rows are seeds. A 1-D array counts as one seed.
+    x : sequence of float, optional
+        Shared x values; default ``1, 2, ..., points`` (epochs or steps counted from 1).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    band : str
+        ``"range"`` (minimum to maximum over seeds) or ``"std"`` (mean ± one standard
+        deviation).
+    xlabel, ylabel : str
+        Axis labels (include units).
+    logx, logy : bool
+        Logarithmic axes (base 10).
+    hline : float, optional
+        A horizontal reference line (e.g. a loss floor), labelled ``hline_label``.
+    hline_label : str, optional
+        Legend entry of the reference line.
+    markers : bool
+        Draw a marker at each point (for short sweeps).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``curves`` is empty, ``band`` is unknown, or shapes disagree.
+
+    Examples
+    --------
+    >>> ax = plot_seed_bands({"scaled": torch.rand(5, 20), "unscaled": torch.rand(5, 20)})
+    >>> len(ax.get_lines()), ax.get_xlabel()
+    (2, 'epoch')
+    """
+    if not curves:
+        raise ValueError("curves must contain at least one label")
+    band = _checks.one_of(band, "band", ("range", "std"))
+    ax = _style(_axes(ax))
+    for i, (label, values) in enumerate(curves.items()):
+        y = _numpy(values)
+        if y.ndim == 1:
+            y = y[None, :]
+        if y.ndim != 2:
+            raise ValueError(f"curves[{label!r}] must have shape (seeds, points), got {y.shape}")
+        xs = np.arange(1, y.shape[1] + 1) if x is None else _numpy(x)
+        if xs.shape != (y.shape[1],):
+            raise ValueError(f"curves[{label!r}] has {y.shape[1]} points, x has {xs.shape}")
+        mean = y.mean(0)
+        if band == "range":
+            lo, hi = y.min(0), y.max(0)
+        else:
+            sd = y.std(0, ddof=1) if y.shape[0] > 1 else np.zeros_like(mean)
+            lo, hi = mean - sd, mean + sd
+        colour = PALETTE[i % len(PALETTE)]
+        style = _LINESTYLES[(i // len(PALETTE)) % len(_LINESTYLES)]
+        ax.plot(
+            xs,
+            mean,
+            color=colour,
+            linestyle=style,
+            linewidth=1.5,
+            label=label,
+            marker="o" if markers else None,
+            markersize=3,
+        )
+        if y.shape[0] > 1:
+            ax.fill_between(xs, lo, hi, color=colour, alpha=0.2, linewidth=0)
+    if hline is not None:
+        ax.axhline(hline, color="0.3", linewidth=0.9, linestyle="--", label=hline_label)
+    if logx:
+        ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False, fontsize="small")
+    return ax
+
+
+def plot_training_metric(
+    result: object,
+    metric: str,
+    *,
+    ax: Axes | None = None,
+    per_epoch: bool = True,
+    ylabel: str | None = None,
+    logy: bool = False,
+    band: str = "range",
+    hline: float | None = None,
+    hline_label: str | None = None,
+) -> Axes:
+    """One metric of a [TrainingResult][attnscale.TrainingResult], mean and band over seeds.
+
+    One line per variant (strategy, and learning rate when several were trained), drawn with
+    [plot_seed_bands][attnscale.plot_seed_bands].
+
+    Parameters
+    ----------
+    result : TrainingResult
+        Output of [train][attnscale.train].
+    metric : str
+        A name from [METRICS][attnscale.METRICS].
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    per_epoch : bool
+        Average the steps of each epoch (x axis in epochs) or plot every step.
+    ylabel : str, optional
+        Label of the y axis; default the metric's name.
+    logy : bool
+        Logarithmic y axis.
+    band : str
+        ``"range"`` or ``"std"``, as in [plot_seed_bands][attnscale.plot_seed_bands].
+    hline, hline_label : optional
+        Horizontal reference line and its legend entry.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    TypeError
+        If ``result`` is not a TrainingResult.
+
+    Examples
+    --------
+    >>> from attnscale import train
+    >>> res = train("mean", strategies=["none", "inverse_sqrt"], seeds=[0, 1], epochs=2,
+    ...             num_samples=8, d_model=8, d_k=4)
+    >>> len(plot_training_metric(res, "loss", logy=True).get_lines())
+    2
+    """
+    from .training import TrainingResult
+
+    if not isinstance(result, TrainingResult):
+        raise TypeError(f"result must be a TrainingResult, got {type(result).__name__}")
+    curves = result.by_variant(metric, per_epoch=per_epoch)
+    return plot_seed_bands(
+        curves,
+        ax=ax,
+        band=band,
+        xlabel="epoch" if per_epoch else "step",
+        ylabel=metric if ylabel is None else ylabel,
+        logy=logy,
+        hline=hline,
+        hline_label=hline_label,
+    )
+
+
+def plot_loss_grid(
+    rows: Sequence[str],
+    cols: Sequence[str],
+    mean: Sequence[Sequence[float]] | np.ndarray | torch.Tensor,
+    std: Sequence[Sequence[float]] | np.ndarray | torch.Tensor,
+    *,
+    ax: Axes | None = None,
+    colorbar_label: str = "final loss (log10)",
+) -> Axes:
+    """A grid of final losses, coloured by $\\log_{10}$ of the mean, annotated mean ± std.
+
+    The best (lowest mean) cell of each column is framed, so the winner per column is visible.
+
+    Parameters
+    ----------
+    rows, cols : Sequence[str]
+        Row labels (e.g. strategies) and column labels (e.g. tasks).
+    mean, std : array of shape (rows, cols)
+        Mean and standard deviation over seeds of the final loss (> 0).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    colorbar_label : str
+        Label of the colour bar.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match the labels or a mean is not positive.
+
+    Examples
+    --------
+    >>> ax = plot_loss_grid(["a", "b"], ["uniform", "sharp"], [[1e-3, 1e-1], [1e-2, 1e-4]],
+    ...                     [[1e-4, 1e-2], [1e-3, 1e-5]])
+    >>> len(ax.texts), len(ax.patches)
+    (4, 2)
+    """
+    m, s = _numpy(mean), _numpy(std)
+    shape = (len(rows), len(cols))
+    if m.shape != shape or s.shape != shape:
+        raise ValueError(f"mean and std must have shape {shape}, got {m.shape} and {s.shape}")
+    if not (m > 0).all():
+        raise ValueError("mean must be positive (it is drawn on a log scale)")
+    ax = _axes(ax, (1.6 * len(cols) + 2.6, 0.42 * len(rows) + 1.2))
+    logm = np.log10(m)
+    image = ax.imshow(logm, cmap="viridis_r", aspect="auto")
+    mid = (logm.min() + logm.max()) / 2
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            ax.text(
+                j,
+                i,
+                f"{m[i, j]:.2g} ± {s[i, j]:.1g}",
+                ha="center",
+                va="center",
+                fontsize="small",
+                color="white" if logm[i, j] < mid else "black",
+            )
+    for j in range(shape[1]):
+        i = int(np.argmin(m[:, j]))
+        ax.add_patch(
+            Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#D55E00", linewidth=2.2)
+        )
+    ax.set_xticks(range(shape[1]), cols)
+    ax.set_yticks(range(shape[0]), rows)
+    ax.figure.colorbar(image, ax=ax, label=colorbar_label)
     return ax

@@ -1,0 +1,323 @@
+r"""Small attention models for the training experiments.
+
+Both models take the score-scaling strategy from [attnscale.scaling][attnscale.ScoreScaling]
+(any name in [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES] or a strategy object), so every
+strategy can be trained with the same code, and both return an
+[AttentionResult][attnscale.AttentionResult] whose ``weights`` and ``logits`` feed the training
+metrics.
+
+- [SimpleAttentionModel][attnscale.SimpleAttentionModel]: the source article's single-head
+  model, bias-free $W_q, W_k, W_v$ and an output projection, no residual, no normalisation.
+- [AttentionBlock][attnscale.AttentionBlock]: a pre-LayerNorm Transformer block (multi-head
+  attention and an MLP, each with a residual connection), for the logit-growth experiment.
+- [make_model][attnscale.make_model]: build either one, seeded.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from . import _checks
+from .scaling import (
+    AttentionResult,
+    MultiHeadAttention,
+    ScoreScaling,
+    _resolve,
+    scaled_dot_product_attention,
+)
+
+__all__ = ["MODELS", "AttentionBlock", "SimpleAttentionModel", "make_model"]
+
+#: Names accepted by [make_model][attnscale.make_model] and [train][attnscale.train].
+MODELS: tuple[str, ...] = ("simple", "block")
+
+
+class SimpleAttentionModel(nn.Module):
+    r"""The source article's single-head attention model.
+
+    $$Q = XW_q,\quad K = XW_k,\quad V = XW_v,\quad
+    Y = \mathrm{softmax}\!\big(\alpha\,\phi(Q)\psi(K)^\top\big)\,V\,W_o ,$$
+
+    with bias-free projections ``W_q``, ``W_k`` (``d_model -> d_k``), ``W_v``
+    (``d_model -> d_v``) and ``out_proj`` (``d_v -> d_model``), PyTorch's default ``nn.Linear``
+    init, and the logit map $(\phi, \psi, \alpha)$ given by the strategy (see
+    [ScoreScaling][attnscale.ScoreScaling]). There is no residual connection and no
+    normalisation, so the attention pattern alone decides what reaches the output.
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the inputs and outputs.
+    d_k : int
+        Width of queries and keys.
+    d_v : int, optional
+        Width of the values; default ``d_k`` (as in the article).
+    strategy : str or ScoreScaling
+        Score scaling, a name from [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES] or an
+        object built for this ``d_k`` and one head. ``"none"`` is the article's unscaled model,
+        ``"inverse_sqrt"`` its scaled one.
+    device, dtype : optional
+        Where and in which dtype to create the parameters.
+
+    Raises
+    ------
+    ValueError, TypeError
+        If a size is not a positive integer or the strategy is unknown or built for other sizes.
+
+    Examples
+    --------
+    >>> model = SimpleAttentionModel(32, 16, strategy="none")
+    >>> res = model(torch.randn(4, 8, 32), need_weights=True)
+    >>> res.output.shape, res.weights.shape
+    (torch.Size([4, 8, 32]), torch.Size([4, 1, 8, 8]))
+    """
+
+    def __init__(
+        self,
+        d_model: int = 128,
+        d_k: int = 64,
+        d_v: int | None = None,
+        *,
+        strategy: str | ScoreScaling = "inverse_sqrt",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.d_model = _checks.positive_int(d_model, "d_model")
+        self.d_k = _checks.positive_int(d_k, "d_k")
+        self.d_v = self.d_k if d_v is None else _checks.positive_int(d_v, "d_v")
+        kw: dict[str, object] = {"device": device, "dtype": dtype}
+        self.W_q = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
+        self.W_k = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
+        self.W_v = nn.Linear(self.d_model, self.d_v, bias=False, **kw)
+        self.out_proj = nn.Linear(self.d_v, self.d_model, bias=False, **kw)
+        self.strategy = _resolve(strategy, self.d_k, 1).to(device=device, dtype=dtype)
+        self.strategy.init_projections(self.W_q, self.W_k)
+
+    def forward(
+        self, x: torch.Tensor, *, need_weights: bool = False, need_logits: bool = False
+    ) -> AttentionResult:
+        """Self-attention over ``x``.
+
+        Parameters
+        ----------
+        x : Tensor
+            ``(batch, length, d_model)``.
+        need_weights, need_logits : bool
+            Also return the attention probabilities / logits, ``(batch, 1, length, length)``.
+
+        Returns
+        -------
+        AttentionResult
+            ``output`` of shape ``(batch, length, d_model)``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            If ``x`` is not a 3-D floating tensor of width ``d_model``.
+        """
+        _checks.float_tensor(x, "x", min_dim=3)
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"x must have shape (batch, length, {self.d_model}), got {tuple(x.shape)}"
+            )
+        q = self.W_q(x).unsqueeze(1)  # (batch, 1, length, d_k)
+        k = self.W_k(x).unsqueeze(1)  # (batch, 1, length, d_k)
+        v = self.W_v(x).unsqueeze(1)  # (batch, 1, length, d_v)
+        res = scaled_dot_product_attention(
+            q, k, v, strategy=self.strategy, need_weights=need_weights, need_logits=need_logits
+        )
+        out = self.out_proj(res.output.squeeze(1))  # (batch, length, d_model)
+        return AttentionResult(out, res.weights, res.logits)
+
+    def extra_repr(self) -> str:
+        return f"d_model={self.d_model}, d_k={self.d_k}, d_v={self.d_v}"
+
+
+class AttentionBlock(nn.Module):
+    r"""A pre-LayerNorm Transformer block: multi-head attention and an MLP, with residuals.
+
+    $$h = x + \mathrm{MHA}(\mathrm{LN}_1(x)),\qquad
+    y = h + W_2\,\mathrm{GELU}(W_1\,\mathrm{LN}_2(h)),$$
+
+    where the attention is a [MultiHeadAttention][attnscale.MultiHeadAttention] with the chosen
+    score-scaling strategy and optional soft-cap, and the MLP has hidden width
+    ``mlp_ratio * d_model``. This is the layout of the small Transformers in Wortsman et al. 2023
+    (arXiv:2309.14322) without the embedding and the stack, enough to watch attention logits grow
+    at high learning rate and the effect of QK-LayerNorm
+    ([QKLayerNorm][attnscale.QKLayerNorm]).
+
+    Parameters
+    ----------
+    d_model : int
+        Width of the inputs and outputs.
+    num_heads : int
+        Number of heads; must divide ``d_model``.
+    strategy : str or ScoreScaling
+        Score scaling of the attention, as in [MultiHeadAttention][attnscale.MultiHeadAttention].
+    mlp_ratio : int
+        Hidden width of the MLP as a multiple of ``d_model``.
+    softcap : float, optional
+        Tanh soft-cap of the attention logits.
+    device, dtype : optional
+        Where and in which dtype to create the parameters.
+
+    Raises
+    ------
+    ValueError, TypeError
+        If a size is not a positive integer, ``num_heads`` does not divide ``d_model``, or the
+        strategy is invalid.
+
+    Examples
+    --------
+    >>> block = AttentionBlock(32, 4, strategy="qk_layernorm")
+    >>> res = block(torch.randn(2, 8, 32), need_logits=True)
+    >>> res.output.shape, res.logits.shape
+    (torch.Size([2, 8, 32]), torch.Size([2, 4, 8, 8]))
+    """
+
+    def __init__(
+        self,
+        d_model: int = 64,
+        num_heads: int = 4,
+        *,
+        strategy: str | ScoreScaling = "inverse_sqrt",
+        mlp_ratio: int = 4,
+        softcap: float | None = None,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ) -> None:
+        super().__init__()
+        self.d_model = _checks.positive_int(d_model, "d_model")
+        self.num_heads = _checks.positive_int(num_heads, "num_heads")
+        if self.d_model % self.num_heads:
+            raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
+        hidden = _checks.positive_int(mlp_ratio, "mlp_ratio") * self.d_model
+        self.ln1 = nn.LayerNorm(self.d_model, device=device, dtype=dtype)
+        self.attn = MultiHeadAttention(
+            self.d_model,
+            self.num_heads,
+            strategy=strategy,
+            softcap=softcap,
+            device=device,
+            dtype=dtype,
+        )
+        self.ln2 = nn.LayerNorm(self.d_model, device=device, dtype=dtype)
+        self.mlp = nn.Sequential(
+            nn.Linear(self.d_model, hidden, device=device, dtype=dtype),
+            nn.GELU(),
+            nn.Linear(hidden, self.d_model, device=device, dtype=dtype),
+        )
+
+    @property
+    def strategy(self) -> ScoreScaling:
+        """The score-scaling strategy of the attention (``attn.strategy``)."""
+        return self.attn.strategy
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        is_causal: bool = False,
+        need_weights: bool = False,
+        need_logits: bool = False,
+    ) -> AttentionResult:
+        """Apply the block to ``x``.
+
+        Parameters
+        ----------
+        x : Tensor
+            ``(batch, length, d_model)``.
+        is_causal : bool
+            Causal self-attention.
+        need_weights, need_logits : bool
+            Also return per-head weights / logits, ``(batch, heads, length, length)``.
+
+        Returns
+        -------
+        AttentionResult
+            ``output`` of shape ``(batch, length, d_model)``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            If ``x`` is not a 3-D floating tensor of width ``d_model``.
+        """
+        res = self.attn(
+            self.ln1(x), is_causal=is_causal, need_weights=need_weights, need_logits=need_logits
+        )
+        h = x + res.output  # (batch, length, d_model)
+        out = h + self.mlp(self.ln2(h))  # (batch, length, d_model)
+        return AttentionResult(out, res.weights, res.logits)
+
+
+def make_model(
+    model: str = "simple",
+    *,
+    d_model: int = 128,
+    d_k: int = 64,
+    d_v: int | None = None,
+    num_heads: int = 1,
+    strategy: str = "inverse_sqrt",
+    seed: int = 0,
+    device: torch.device | str | None = None,
+) -> SimpleAttentionModel | AttentionBlock:
+    r"""Build a model with its parameters drawn from a fixed seed.
+
+    The parameters are drawn on the CPU inside ``torch.random.fork_rng`` seeded with ``seed``
+    (the global random state is left untouched), then moved to ``device``, so the same seed gives
+    the same initial weights on every device and for every strategy (apart from the query and
+    key weights that [FoldedInit][attnscale.FoldedInit] redraws).
+
+    Parameters
+    ----------
+    model : str
+        ``"simple"`` ([SimpleAttentionModel][attnscale.SimpleAttentionModel], one head) or
+        ``"block"`` ([AttentionBlock][attnscale.AttentionBlock]).
+    d_model : int
+        Model width.
+    d_k : int
+        Query/key width (``"simple"`` only; a block uses ``d_model // num_heads``).
+    d_v : int, optional
+        Value width (``"simple"`` only); default ``d_k``.
+    num_heads : int
+        Number of heads: 1 for ``"simple"``.
+    strategy : str
+        Score-scaling strategy name.
+    seed : int
+        Seed of the initial parameters.
+    device : optional
+        Device of the returned model.
+
+    Returns
+    -------
+    SimpleAttentionModel or AttentionBlock
+
+    Raises
+    ------
+    ValueError, TypeError
+        If ``model`` or ``strategy`` is unknown, a size is not positive, ``num_heads`` is not 1
+        for ``"simple"`` or does not divide ``d_model`` for ``"block"``, or ``seed`` is negative.
+
+    Examples
+    --------
+    >>> a = make_model("simple", d_model=16, d_k=8, seed=3)
+    >>> b = make_model("simple", d_model=16, d_k=8, seed=3, strategy="none")
+    >>> bool(torch.equal(a.W_q.weight, b.W_q.weight))
+    True
+    """
+    model = _checks.one_of(model, "model", MODELS)
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    num_heads = _checks.positive_int(num_heads, "num_heads")
+    if model == "simple" and num_heads != 1:
+        raise ValueError(f"num_heads must be 1 for model='simple', got {num_heads}")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        built: SimpleAttentionModel | AttentionBlock
+        if model == "simple":
+            built = SimpleAttentionModel(d_model, d_k, d_v, strategy=strategy)
+        else:
+            built = AttentionBlock(d_model, num_heads, strategy=strategy)
+    return built.to(device) if device is not None else built

@@ -1,0 +1,780 @@
+r"""Seeded training runs on synthetic tasks, many models in one pass, with recorded metrics.
+
+- [make_task][attnscale.make_task]: the synthetic tasks in [TASKS][attnscale.TASKS], generated
+  in code from a seed.
+- [train][attnscale.train]: trains every combination of strategies, learning rates and seeds in
+  one call. Models that share a strategy are stacked along a leading *model* dimension
+  (``torch.func.stack_module_state``) and run with ``torch.func.vmap`` over
+  ``torch.func.functional_call``; their losses are summed before the backward pass, which leaves
+  each model's gradient equal to the gradient of its own loss, and Adam is applied element-wise
+  on the stacked tensors, so each model keeps its own optimizer state. The result equals
+  sequential training of each model up to floating-point rounding.
+- [TrainingResult][attnscale.TrainingResult]: the per-step metrics of every model as tensors of
+  shape ``(models, steps)``, with helpers to average them per epoch and group them over seeds.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.func import functional_call, stack_module_state, vmap
+
+from . import _checks
+from .models import MODELS, make_model
+from .scaling import SCALING_STRATEGIES, ScoreScaling
+
+__all__ = ["METRICS", "TASKS", "TrainingResult", "make_task", "train"]
+
+#: Synthetic tasks understood by [make_task][attnscale.make_task] and [train][attnscale.train].
+TASKS: tuple[str, ...] = ("reconstruction", "mean", "retrieval")
+
+#: Names of the per-step metrics in a [TrainingResult][attnscale.TrainingResult].
+METRICS: tuple[str, ...] = (
+    "loss",
+    "grad_norm",
+    "grad_norm_q",
+    "grad_norm_k",
+    "grad_norm_other",
+    "entropy",
+    "entropy_normalized",
+    "max_prob",
+    "logit_std",
+    "logit_max",
+    "scale",
+)
+
+_SHUFFLE_OFFSET = 1_000_003  # the shuffle generator of seed s is seeded with s + this
+
+
+def make_task(
+    task: str,
+    num_samples: int,
+    seq_len: int = 8,
+    d_model: int = 128,
+    *,
+    generator: torch.Generator | None = None,
+    seed: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Draw inputs and targets of a synthetic sequence task.
+
+    All tasks return inputs ``x`` and targets ``y`` of shape ``(num_samples, seq_len, d_model)``.
+
+    - ``"reconstruction"`` (the source article's task): $x \sim \mathcal{N}(0, I)$, $y = x$.
+      Attention that is one-hot on the query's own token is optimal.
+    - ``"mean"``: $x \sim \mathcal{N}(0, I)$ and every position's target is the mean of the
+      sequence, $y_i = \frac1L \sum_j x_j$. Uniform attention is optimal; predicting zero scores
+      $1/L$ (the variance of the mean).
+    - ``"retrieval"``: a content-addressed copy. Each token $j$ carries a value
+      $u_j \sim \mathcal{N}(0, I)$ in its first $\lceil d_{\text{model}}/2 \rceil$ coordinates
+      and, in the rest, the sum of a *key* id embedding $e_K(a_j)$ and a *query* id embedding
+      $e_Q(b_j)$, divided by $\sqrt2$ (ids from a vocabulary of $2L$, key ids distinct within a
+      sequence, embeddings drawn once per call from $\mathcal{N}(0, I)$). Each query id names
+      the key id of a random position $m(j)$ of the same sequence, and the target is
+      $y_j = (u_{m(j)}, 0)$. The correct attention is one-hot on the token chosen by content;
+      predicting zero scores about $\lceil d_{\text{model}}/2 \rceil / d_{\text{model}}$.
+
+    Parameters
+    ----------
+    task : str
+        One of [TASKS][attnscale.TASKS].
+    num_samples : int
+        Number of sequences.
+    seq_len : int
+        Sequence length $L$.
+    d_model : int
+        Token width (at least 2 for ``"retrieval"``).
+    generator : torch.Generator, optional
+        Source of randomness (CPU); exclusive with ``seed``.
+    seed : int, optional
+        Seed of a fresh generator (default 0 when neither is given).
+
+    Returns
+    -------
+    tuple of Tensor
+        ``(x, y)``, float32 on the CPU.
+
+    Raises
+    ------
+    ValueError, TypeError
+        If the task is unknown, a size is not a positive integer, ``d_model < 2`` for
+        ``"retrieval"``, or both ``generator`` and ``seed`` are given.
+
+    Examples
+    --------
+    >>> x, y = make_task("retrieval", 10, 8, 32, seed=0)
+    >>> x.shape, y.shape
+    (torch.Size([10, 8, 32]), torch.Size([10, 8, 32]))
+    """
+    task = _checks.one_of(task, "task", TASKS)
+    n = _checks.positive_int(num_samples, "num_samples")
+    length = _checks.positive_int(seq_len, "seq_len")
+    d = _checks.positive_int(d_model, "d_model")
+    gen = _checks.make_generator(generator, seed)
+    if task == "reconstruction":
+        x = torch.randn(n, length, d, generator=gen)  # (samples, length, d_model)
+        return x, x.clone()
+    if task == "mean":
+        x = torch.randn(n, length, d, generator=gen)  # (samples, length, d_model)
+        return x, x.mean(dim=1, keepdim=True).expand(n, length, d).clone()
+    if d < 2:
+        raise ValueError(f"d_model must be >= 2 for task='retrieval', got {d}")
+    d_val = (d + 1) // 2
+    d_id = d - d_val
+    vocab = 2 * length
+    key_emb = torch.randn(vocab, d_id, generator=gen)  # (vocab, d_id)
+    query_emb = torch.randn(vocab, d_id, generator=gen)  # (vocab, d_id)
+    u = torch.randn(n, length, d_val, generator=gen)  # (samples, length, d_val)
+    key_ids = torch.rand(n, vocab, generator=gen).argsort(dim=1)[:, :length]  # (samples, length)
+    match = torch.randint(0, length, (n, length), generator=gen)  # (samples, length): m(j)
+    query_ids = key_ids.gather(1, match)  # (samples, length)
+    ids = (key_emb[key_ids] + query_emb[query_ids]) / math.sqrt(2)  # (samples, length, d_id)
+    x = torch.cat([u, ids], dim=-1)  # (samples, length, d_model)
+    target_u = u.gather(1, match.unsqueeze(-1).expand(n, length, d_val))  # (samples, length, d_val)
+    y = torch.cat([target_u, torch.zeros(n, length, d_id)], dim=-1)  # (samples, length, d_model)
+    return x, y
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    r"""Per-step metrics of a batch of training runs.
+
+    Every metric is a float tensor of shape ``(models, steps)`` on the CPU; model $i$ was
+    trained with ``strategies[i]``, ``lrs[i]`` and ``seeds[i]``. The values at step $t$ describe
+    the parameters *before* update $t$ on the mini-batch of step $t$ (the loss is the one the
+    gradient was taken of). Attention statistics average over the batch, heads and query rows.
+
+    Attributes
+    ----------
+    loss : Tensor
+        Mean squared error on the mini-batch.
+    grad_norm, grad_norm_q, grad_norm_k, grad_norm_other : Tensor
+        Euclidean norm of the gradient: all parameters, the query projection, the key projection,
+        and everything else (values, output, strategy, MLP, norms).
+    entropy, entropy_normalized : Tensor
+        Attention entropy $-\sum_j p_j \ln p_j$ in nats, and divided by its maximum $\ln L$.
+    max_prob : Tensor
+        Mean over query rows of the row's largest attention probability.
+    logit_std, logit_max : Tensor
+        Standard deviation and largest magnitude of all attention logits of the step.
+    scale : Tensor
+        The strategy's multiplier $\alpha$ (mean over heads): constant for fixed strategies,
+        learned for ``"learnable_temperature"`` and ``"cosine"``.
+    final_train_loss, test_loss : Tensor
+        Shape ``(models,)``: loss on the whole training set after training, and on a held-out
+        set drawn from the same task.
+    strategies, seeds : tuple
+        Strategy name and seed of each model.
+    lrs : tuple of float
+        Learning rate of each model.
+    steps_per_epoch : int
+        Number of optimizer steps per epoch.
+    config : dict
+        The settings of the call, for the record.
+    seconds : float
+        Wall-clock time of the training loop.
+
+    Examples
+    --------
+    >>> res = train("reconstruction", strategies=["none", "inverse_sqrt"], seeds=[0, 1, 2],
+    ...             epochs=1, num_samples=16, d_model=8, d_k=4)
+    >>> res.num_models, res.loss.shape, res.test_loss.shape
+    (6, torch.Size([6, 1]), torch.Size([6]))
+    """
+
+    loss: torch.Tensor
+    grad_norm: torch.Tensor
+    grad_norm_q: torch.Tensor
+    grad_norm_k: torch.Tensor
+    grad_norm_other: torch.Tensor
+    entropy: torch.Tensor
+    entropy_normalized: torch.Tensor
+    max_prob: torch.Tensor
+    logit_std: torch.Tensor
+    logit_max: torch.Tensor
+    scale: torch.Tensor
+    final_train_loss: torch.Tensor
+    test_loss: torch.Tensor
+    strategies: tuple[str, ...]
+    seeds: tuple[int, ...]
+    lrs: tuple[float, ...]
+    steps_per_epoch: int
+    config: dict[str, object] = field(default_factory=dict)
+    seconds: float = 0.0
+    _states: tuple[dict[str, torch.Tensor], ...] = field(default=(), repr=False)
+
+    @property
+    def num_models(self) -> int:
+        """Number of trained models."""
+        return len(self.seeds)
+
+    def metric(self, name: str, *, per_epoch: bool = False) -> torch.Tensor:
+        """One metric, ``(models, steps)``, or averaged per epoch, ``(models, epochs)``.
+
+        Parameters
+        ----------
+        name : str
+            One of [METRICS][attnscale.METRICS].
+        per_epoch : bool
+            Average the steps of each epoch (the source article's epoch loss).
+
+        Returns
+        -------
+        Tensor
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a metric.
+
+        Examples
+        --------
+        >>> res = train("mean", epochs=3, num_samples=8, d_model=8, d_k=4, batch_size=4)
+        >>> res.metric("loss").shape, res.metric("loss", per_epoch=True).shape
+        (torch.Size([1, 6]), torch.Size([1, 3]))
+        """
+        values: torch.Tensor = getattr(self, _checks.one_of(name, "name", METRICS))
+        if not per_epoch:
+            return values
+        models, steps = values.shape
+        return values.view(models, steps // self.steps_per_epoch, self.steps_per_epoch).mean(-1)
+
+    def select(
+        self, *, strategy: str | None = None, lr: float | None = None, seed: int | None = None
+    ) -> list[int]:
+        """Indices of the models matching every given field, in training order.
+
+        Parameters
+        ----------
+        strategy, lr, seed : optional
+            Values to match; ``None`` matches anything.
+
+        Returns
+        -------
+        list of int
+
+        Examples
+        --------
+        >>> res = train("mean", strategies=["none", "cosine"], seeds=[0, 1], epochs=1,
+        ...             num_samples=8, d_model=8, d_k=4)
+        >>> res.select(strategy="cosine"), res.select(seed=1)
+        ([2, 3], [1, 3])
+        """
+        return [
+            i
+            for i in range(self.num_models)
+            if (strategy is None or self.strategies[i] == strategy)
+            and (lr is None or math.isclose(self.lrs[i], lr))
+            and (seed is None or self.seeds[i] == seed)
+        ]
+
+    def by_variant(self, name: str, *, per_epoch: bool = False) -> dict[str, torch.Tensor]:
+        """A metric grouped over seeds: ``{variant label: (seeds, steps or epochs)}``.
+
+        A variant is a (strategy, learning rate) pair; its label names the strategy, and the
+        learning rate when several were trained. Per-model metrics of shape ``(models,)`` such
+        as ``test_loss`` are grouped too, giving ``(seeds,)``.
+
+        Parameters
+        ----------
+        name : str
+            A name from [METRICS][attnscale.METRICS], ``"final_train_loss"`` or ``"test_loss"``.
+        per_epoch : bool
+            Average per epoch first (ignored for per-model metrics).
+
+        Returns
+        -------
+        dict of str to Tensor
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a metric.
+
+        Examples
+        --------
+        >>> res = train("mean", strategies=["none", "cosine"], seeds=[0, 1], epochs=2,
+        ...             num_samples=8, d_model=8, d_k=4, batch_size=4)
+        >>> {k: tuple(v.shape) for k, v in res.by_variant("entropy", per_epoch=True).items()}
+        {'none': (2, 2), 'cosine': (2, 2)}
+        """
+        if name in ("final_train_loss", "test_loss"):
+            values: torch.Tensor = getattr(self, name)
+        else:
+            values = self.metric(name, per_epoch=per_epoch)
+        several_lrs = len(set(self.lrs)) > 1
+        groups: dict[str, list[int]] = {}
+        for i in range(self.num_models):
+            label = self.strategies[i] + (f", lr={self.lrs[i]:g}" if several_lrs else "")
+            groups.setdefault(label, []).append(i)
+        return {label: values[idx] for label, idx in groups.items()}
+
+    def state_dict(self, index: int) -> dict[str, torch.Tensor]:
+        """The final parameters and buffers of model ``index``, for ``load_state_dict``.
+
+        Parameters
+        ----------
+        index : int
+            Model index.
+
+        Returns
+        -------
+        dict of str to Tensor
+
+        Raises
+        ------
+        ValueError
+            If ``index`` is not a model index.
+        """
+        if not 0 <= index < self.num_models:
+            raise ValueError(f"index must lie in [0, {self.num_models}), got {index!r}")
+        return dict(self._states[index])
+
+
+class _Probe(nn.Module):
+    """Runs a model with weights and logits, and reports its strategy's current multiplier."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(
+        self, x: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        res = self.model(x, need_weights=True, need_logits=True)
+        strategy = self.model.strategy
+        assert isinstance(strategy, ScoreScaling)  # both models expose their strategy
+        scale = strategy.effective_scale().to(x.device).mean()
+        return res.output, res.weights, res.logits, scale
+
+
+def _param_group(name: str) -> str:
+    leaf = name.rsplit(".", 2)
+    owner = leaf[-2] if len(leaf) >= 2 else ""
+    if owner in ("W_q", "q_proj"):
+        return "q"
+    if owner in ("W_k", "k_proj"):
+        return "k"
+    return "other"
+
+
+class _Group:
+    """Models sharing one strategy, stacked along a leading model dimension."""
+
+    def __init__(
+        self,
+        models: list[nn.Module],
+        lrs: torch.Tensor,
+        seed_pos: torch.Tensor,
+        betas: tuple[float, float],
+        eps: float,
+    ) -> None:
+        probes = [_Probe(m) for m in models]
+        params, buffers = stack_module_state(probes)
+        self.params: dict[str, torch.Tensor] = {
+            k: v.detach().requires_grad_() for k, v in params.items()
+        }
+        self.buffers: dict[str, torch.Tensor] = buffers
+        self.base = copy.deepcopy(probes[0]).to("meta")
+        self.lrs = lrs  # (models,)
+        self.seed_pos = seed_pos  # (models,): which seed's data each model sees
+        self.betas, self.eps = betas, eps
+        self.exp_avg = {k: torch.zeros_like(v) for k, v in self.params.items()}
+        self.exp_avg_sq = {k: torch.zeros_like(v) for k, v in self.params.items()}
+        self.groups = {k: _param_group(k) for k in self.params}
+
+        def one(
+            p: dict[str, torch.Tensor], b: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor
+        ) -> tuple[torch.Tensor, ...]:
+            out, w, logits, scale = functional_call(self.base, (p, b), (x,))
+            loss = ((out - y) ** 2).mean()
+            return loss, w, logits, scale
+
+        self.forward: Callable[..., tuple[torch.Tensor, ...]] = vmap(one)
+
+    def step(self, t: int, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        """One Adam step on batch ``x``/``y`` ``(models, batch, length, d_model)``; metrics."""
+        for p in self.params.values():
+            p.grad = None
+        loss, w, logits, scale = self.forward(self.params, self.buffers, x, y)  # loss (models,)
+        loss.sum().backward()  # type: ignore[no-untyped-call]
+        with torch.no_grad():
+            sq = {"q": 0.0, "k": 0.0, "other": 0.0}
+            sums: dict[str, torch.Tensor | float] = dict(sq)
+            for k, p in self.params.items():
+                g = p.grad if p.grad is not None else torch.zeros_like(p)
+                sums[self.groups[k]] = sums[self.groups[k]] + g.flatten(1).square().sum(1)
+            zeros = torch.zeros_like(loss)
+            gq, gk, go = (torch.as_tensor(sums[n]) + zeros for n in ("q", "k", "other"))
+            metrics = {
+                "loss": loss.detach(),
+                "grad_norm": (gq + gk + go).sqrt(),
+                "grad_norm_q": gq.sqrt(),
+                "grad_norm_k": gk.sqrt(),
+                "grad_norm_other": go.sqrt(),
+                **_attention_stats(w, logits),
+                "scale": scale.detach(),
+            }
+            self._adam(t)
+        return metrics
+
+    def _adam(self, t: int) -> None:
+        # torch.optim.Adam's update (no weight decay, not amsgrad), element-wise on the stacked
+        # tensors with a learning rate per model, so every model keeps its own state.
+        beta1, beta2 = self.betas
+        bias1 = 1 - beta1**t
+        bias2_sqrt = math.sqrt(1 - beta2**t)
+        for k, p in self.params.items():
+            if p.grad is None:
+                continue
+            g = p.grad
+            m, v = self.exp_avg[k], self.exp_avg_sq[k]
+            m.lerp_(g, 1 - beta1)
+            v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
+            lr = self.lrs.view(-1, *([1] * (p.dim() - 1)))  # (models, 1, ...)
+            denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
+            p.sub_(lr / bias1 * m / denom)
+
+    def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 256) -> torch.Tensor:
+        """Mean loss per model over ``x``/``y`` ``(models, samples, length, d_model)``."""
+        total = torch.zeros(x.shape[0], device=x.device)
+        n = x.shape[1]
+        with torch.no_grad():
+            for start in range(0, n, chunk):
+                xb, yb = x[:, start : start + chunk], y[:, start : start + chunk]
+                loss = self.forward(self.params, self.buffers, xb, yb)[0]  # (models,)
+                total += loss * xb.shape[1]
+        return total / n
+
+    def states(self) -> list[dict[str, torch.Tensor]]:
+        prefix = "model."
+        out = []
+        for i in range(self.lrs.shape[0]):
+            state = {k[len(prefix) :]: v[i].detach().cpu().clone() for k, v in self.params.items()}
+            state.update({k[len(prefix) :]: v[i].cpu().clone() for k, v in self.buffers.items()})
+            out.append(state)
+        return out
+
+
+def _attention_stats(w: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Attention statistics per model from ``(models, batch, heads, q_len, k_len)`` tensors."""
+    models = w.shape[0]
+    k_len = w.shape[-1]
+    ent = -(w * w.clamp_min(1e-30).log()).sum(-1)  # (models, batch, heads, q_len)
+    ent = ent.reshape(models, -1).mean(1)  # (models,)
+    flat = logits.reshape(models, -1)  # (models, batch * heads * q_len * k_len)
+    return {
+        "entropy": ent,
+        "entropy_normalized": ent / math.log(k_len) if k_len > 1 else torch.zeros_like(ent),
+        "max_prob": w.amax(-1).reshape(models, -1).mean(1),
+        "logit_std": flat.std(dim=1),
+        "logit_max": flat.abs().amax(dim=1),
+    }
+
+
+def _as_tuple(value: object, name: str) -> tuple[object, ...]:
+    if isinstance(value, (str, int, float)):
+        return (value,)
+    if isinstance(value, (Sequence, torch.Tensor)):
+        out = tuple(value.tolist() if isinstance(value, torch.Tensor) else value)
+        if not out:
+            raise ValueError(f"{name} must not be empty")
+        return out
+    raise TypeError(f"{name} must be a value or a sequence of values, got {type(value).__name__}")
+
+
+def _resolve_device(device: torch.device | str) -> torch.device:
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as err:
+        raise ValueError(f"device must name a torch device, got {device!r}") from err
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was requested but CUDA is not available")
+    return dev
+
+
+def train(
+    task: str = "reconstruction",
+    *,
+    strategies: str | Sequence[str] = "inverse_sqrt",
+    seeds: int | Sequence[int] = 0,
+    lrs: float | Sequence[float] = 1e-3,
+    model: str = "simple",
+    d_model: int = 128,
+    d_k: int = 64,
+    d_v: int | None = None,
+    num_heads: int = 1,
+    seq_len: int = 8,
+    num_samples: int = 500,
+    test_samples: int = 500,
+    batch_size: int = 32,
+    epochs: int = 100,
+    betas: tuple[float, float] = (0.9, 0.999),
+    eps: float = 1e-8,
+    device: torch.device | str = "cpu",
+    progress: bool | None = None,
+    num_threads: int | None = None,
+) -> TrainingResult:
+    r"""Train every (strategy, learning rate, seed) combination on a synthetic task, batched.
+
+    For each seed $s$ the data come from [make_task][attnscale.make_task] with a generator
+    seeded $s$ (training set, then test set), the mini-batch order from a generator seeded
+    $s + 1000003$ (reshuffled each epoch, last batch smaller, like a ``DataLoader`` with
+    ``shuffle=True``), and the initial weights from [make_model][attnscale.make_model] with
+    ``seed=s``. Models that differ only in learning rate or strategy therefore see the same data
+    and start from the same weights. Optimisation is Adam (``torch.optim.Adam``'s update, no
+    weight decay) on the mean squared error. All models sharing a strategy run as one stacked,
+    vmapped model; see the module description. The models are ordered strategy-major, then
+    learning rate, then seed.
+
+    Parameters
+    ----------
+    task : str
+        One of [TASKS][attnscale.TASKS].
+    strategies : str or sequence of str
+        Score-scaling strategies from [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES].
+    seeds : int or sequence of int
+        Non-negative, distinct seeds.
+    lrs : float or sequence of float
+        Learning rates (> 0).
+    model : str
+        ``"simple"`` ([SimpleAttentionModel][attnscale.SimpleAttentionModel]) or ``"block"``
+        ([AttentionBlock][attnscale.AttentionBlock]).
+    d_model, d_k, d_v, num_heads : int
+        Model sizes, as in [make_model][attnscale.make_model].
+    seq_len, num_samples, test_samples, batch_size, epochs : int
+        Task and loop sizes (all > 0).
+    betas : tuple of float
+        Adam's decay rates, each in $[0, 1)$.
+    eps : float
+        Adam's epsilon (> 0).
+    device : str or torch.device
+        Where to train (``"cpu"`` by default; ``"cuda"`` when available). Data and initial
+        weights are drawn on the CPU, so a seed means the same run on every device.
+    progress : bool, optional
+        Print a one-line progress report per epoch to stderr; by default only when stderr is a
+        terminal.
+    num_threads : int, optional
+        CPU threads for torch during the call (``torch.set_num_threads``, restored afterwards);
+        default: leave torch's setting. The matrices here are small, and on a busy 2-core
+        machine one thread was several times faster than two.
+
+    Returns
+    -------
+    TrainingResult
+        Metrics of shape ``(models, epochs * steps_per_epoch)`` and per-model final losses.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For an unknown task, strategy or model, a size, learning rate, ``eps`` or epoch count
+        that is not positive, repeated or negative seeds, ``num_heads`` not dividing
+        ``d_model`` (``model="block"``) or not 1 (``model="simple"``), betas outside $[0, 1)$,
+        or an unavailable device.
+
+    Examples
+    --------
+    >>> res = train("mean", strategies=["none", "inverse_sqrt"], seeds=[0, 1], d_model=16,
+    ...             d_k=8, num_samples=64, test_samples=32, epochs=2)
+    >>> res.loss.shape, res.steps_per_epoch
+    (torch.Size([4, 4]), 2)
+    """
+    task = _checks.one_of(task, "task", TASKS)
+    strategy_list = [
+        _checks.one_of(s, "strategy", SCALING_STRATEGIES)
+        for s in _as_tuple(strategies, "strategies")
+    ]
+    if len(set(strategy_list)) != len(strategy_list):
+        raise ValueError(f"strategies must be distinct, got {strategy_list}")
+    seed_list = []
+    for s in _as_tuple(seeds, "seeds"):
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise ValueError(f"seeds must be non-negative integers, got {s!r}")
+        seed_list.append(s)
+    if len(set(seed_list)) != len(seed_list):
+        raise ValueError(f"seeds must be distinct, got {seed_list}")
+    lr_list = [_checks.positive_float(v, "lr") for v in _as_tuple(lrs, "lrs")]
+    model = _checks.one_of(model, "model", MODELS)
+    d_model = _checks.positive_int(d_model, "d_model")
+    d_k = _checks.positive_int(d_k, "d_k")
+    d_v = None if d_v is None else _checks.positive_int(d_v, "d_v")
+    num_heads = _checks.positive_int(num_heads, "num_heads")
+    if model == "simple" and num_heads != 1:
+        raise ValueError(f"num_heads must be 1 for model='simple', got {num_heads}")
+    if model == "block" and d_model % num_heads:
+        raise ValueError(f"num_heads={num_heads} must divide d_model={d_model}")
+    seq_len = _checks.positive_int(seq_len, "seq_len")
+    num_samples = _checks.positive_int(num_samples, "num_samples")
+    test_samples = _checks.positive_int(test_samples, "test_samples")
+    batch_size = _checks.positive_int(batch_size, "batch_size")
+    epochs = _checks.positive_int(epochs, "epochs")
+    if not isinstance(betas, tuple) or len(betas) != 2:
+        raise TypeError(f"betas must be a tuple of two floats, got {betas!r}")
+    beta_pair = (_checks.finite_float(betas[0], "betas"), _checks.finite_float(betas[1], "betas"))
+    if not all(0.0 <= b < 1.0 for b in beta_pair):
+        raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
+    eps = _checks.positive_float(eps, "eps")
+    dev = _resolve_device(device)
+    show = sys.stderr.isatty() if progress is None else bool(progress)
+    threads = None if num_threads is None else _checks.positive_int(num_threads, "num_threads")
+    previous_threads = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _train(
+            task,
+            strategy_list,
+            seed_list,
+            lr_list,
+            model,
+            d_model,
+            d_k,
+            d_v,
+            num_heads,
+            seq_len,
+            num_samples,
+            test_samples,
+            batch_size,
+            epochs,
+            beta_pair,
+            eps,
+            dev,
+            show,
+        )
+    finally:
+        torch.set_num_threads(previous_threads)
+
+
+def _train(
+    task: str,
+    strategy_list: list[str],
+    seed_list: list[int],
+    lr_list: list[float],
+    model: str,
+    d_model: int,
+    d_k: int,
+    d_v: int | None,
+    num_heads: int,
+    seq_len: int,
+    num_samples: int,
+    test_samples: int,
+    batch_size: int,
+    epochs: int,
+    beta_pair: tuple[float, float],
+    eps: float,
+    dev: torch.device,
+    show: bool,
+) -> TrainingResult:
+
+    # Data per seed: (seeds, samples, length, d_model), drawn on the CPU then moved.
+    xs, ys, xts, yts = [], [], [], []
+    for s in seed_list:
+        gen = torch.Generator().manual_seed(s)
+        x, y = make_task(task, num_samples, seq_len, d_model, generator=gen)
+        xt, yt = make_task(task, test_samples, seq_len, d_model, generator=gen)
+        xs.append(x)
+        ys.append(y)
+        xts.append(xt)
+        yts.append(yt)
+    x_train, y_train = torch.stack(xs).to(dev), torch.stack(ys).to(dev)
+    x_test, y_test = torch.stack(xts).to(dev), torch.stack(yts).to(dev)
+    shufflers = [torch.Generator().manual_seed(s + _SHUFFLE_OFFSET) for s in seed_list]
+
+    groups: list[_Group] = []
+    order: list[tuple[str, float, int]] = []
+    for strat in strategy_list:
+        models: list[nn.Module] = []
+        lr_vals, pos = [], []
+        for lr in lr_list:
+            for j, s in enumerate(seed_list):
+                models.append(
+                    make_model(
+                        model,
+                        d_model=d_model,
+                        d_k=d_k,
+                        d_v=d_v,
+                        num_heads=num_heads,
+                        strategy=strat,
+                        seed=s,
+                        device=dev,
+                    )
+                )
+                lr_vals.append(lr)
+                pos.append(j)
+                order.append((strat, lr, s))
+        groups.append(
+            _Group(
+                models,
+                torch.tensor(lr_vals, device=dev),
+                torch.tensor(pos, device=dev),
+                beta_pair,
+                eps,
+            )
+        )
+
+    steps_per_epoch = math.ceil(num_samples / batch_size)
+    records: dict[str, list[torch.Tensor]] = {m: [] for m in METRICS}
+    seed_index = torch.arange(len(seed_list), device=dev).unsqueeze(1)  # (seeds, 1)
+    start_time = time.perf_counter()
+    t = 0
+    for epoch in range(epochs):
+        perms = torch.stack([torch.randperm(num_samples, generator=g) for g in shufflers]).to(dev)
+        for start in range(0, num_samples, batch_size):
+            t += 1
+            idx = perms[:, start : start + batch_size]  # (seeds, batch)
+            xb = x_train[seed_index, idx]  # (seeds, batch, length, d_model)
+            yb = y_train[seed_index, idx]  # (seeds, batch, length, d_model)
+            step_metrics = [grp.step(t, xb[grp.seed_pos], yb[grp.seed_pos]) for grp in groups]
+            for m in METRICS:
+                records[m].append(torch.cat([sm[m] for sm in step_metrics]))  # (models,)
+        if show:
+            last = torch.stack(records["loss"][-steps_per_epoch:]).mean(0)
+            sys.stderr.write(
+                f"\rtrain {task}: epoch {epoch + 1}/{epochs}, {len(order)} models, "
+                f"mean loss {float(last.mean()):.4g}, {time.perf_counter() - start_time:.1f} s"
+            )
+            sys.stderr.flush()
+    if show:
+        sys.stderr.write("\n")
+    seconds = time.perf_counter() - start_time
+
+    final_train = torch.cat([g.evaluate(x_train[g.seed_pos], y_train[g.seed_pos]) for g in groups])
+    test = torch.cat([g.evaluate(x_test[g.seed_pos], y_test[g.seed_pos]) for g in groups])
+    metrics = {
+        m: torch.stack(v, dim=1).float().cpu() for m, v in records.items()
+    }  # (models, steps)
+    states = tuple(st for g in groups for st in g.states())
+    config: dict[str, object] = {
+        "task": task,
+        "model": model,
+        "d_model": d_model,
+        "d_k": d_k,
+        "d_v": d_v,
+        "num_heads": num_heads,
+        "seq_len": seq_len,
+        "num_samples": num_samples,
+        "test_samples": test_samples,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "betas": beta_pair,
+        "eps": eps,
+        "device": str(dev),
+    }
+    return TrainingResult(
+        **metrics,
+        final_train_loss=final_train.detach().float().cpu(),
+        test_loss=test.detach().float().cpu(),
+        strategies=tuple(o[0] for o in order),
+        seeds=tuple(o[2] for o in order),
+        lrs=tuple(o[1] for o in order),
+        steps_per_epoch=steps_per_epoch,
+        config=config,
+        seconds=seconds,
+        _states=states,
+    )
