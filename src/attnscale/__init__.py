@@ -5,6 +5,7 @@ Everything documented is importable from the top level, e.g.
 """
 
 from .factcheck import VERDICTS, ClaimCheck, check_claims
+from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model
 from .monitor import (
     GUIDE_URL,
     THRESHOLDS,
@@ -20,15 +21,18 @@ from .plotting import (
     plot_entropy_vs_temperature,
     plot_jacobian_norm_vs_sigma,
     plot_log_histograms,
+    plot_loss_grid,
     plot_monitor_series,
     plot_monitor_summary,
     plot_probability_rows,
     plot_saturation_vs_sigma,
     plot_scaled_vs_unscaled,
     plot_score_histograms,
+    plot_seed_bands,
     plot_strategy_bars,
     plot_strategy_curves,
     plot_theory_vs_measured,
+    plot_training_metric,
     plot_variance_vs_dk,
 )
 from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
@@ -68,16 +72,21 @@ from .theory import (
     scaled_dot_product_moments,
     unit_variance_scale,
 )
+from .training import METRICS, TASKS, TrainingResult, make_task, train
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DISTRIBUTIONS",
     "GUIDE_URL",
+    "METRICS",
+    "MODELS",
     "PALETTE",
     "SCALING_STRATEGIES",
+    "TASKS",
     "THRESHOLDS",
     "VERDICTS",
+    "AttentionBlock",
     "AttentionMonitor",
     "AttentionRecord",
     "AttentionResult",
@@ -96,28 +105,35 @@ __all__ = [
     "QKLayerNorm",
     "QKRMSNorm",
     "ScoreScaling",
+    "SimpleAttentionModel",
     "SoftmaxStats",
     "Table",
+    "TrainingResult",
     "VarianceEstimate",
     "check_claims",
     "dot_product_moments",
     "gaussian_logit_entropy",
     "init_projection_variance",
     "logit_gradient",
+    "make_model",
     "make_strategy",
+    "make_task",
     "max_probability",
     "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
+    "plot_loss_grid",
     "plot_monitor_series",
     "plot_monitor_summary",
     "plot_probability_rows",
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
     "plot_score_histograms",
+    "plot_seed_bands",
     "plot_strategy_bars",
     "plot_strategy_curves",
     "plot_theory_vs_measured",
+    "plot_training_metric",
     "plot_variance_vs_dk",
     "sample_scores",
     "saturated_fraction",
@@ -129,26 +145,7 @@ __all__ = [
     "softmax_jacobian_norm",
     "softmax_stats",
     "tempered_softmax",
+    "train",
     "unit_variance_scale",
     "variance_estimate",
-]
-
-# --- training ---
-from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model  # noqa: E402
-from .plotting import plot_loss_grid, plot_seed_bands, plot_training_metric  # noqa: E402
-from .training import METRICS, TASKS, TrainingResult, make_task, train  # noqa: E402
-
-__all__ += [
-    "METRICS",
-    "MODELS",
-    "TASKS",
-    "AttentionBlock",
-    "SimpleAttentionModel",
-    "TrainingResult",
-    "make_model",
-    "make_task",
-    "plot_loss_grid",
-    "plot_seed_bands",
-    "plot_training_metric",
-    "train",
 ]

@@ -30,15 +30,18 @@ __all__ = [
     "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
+    "plot_loss_grid",
     "plot_monitor_series",
     "plot_monitor_summary",
     "plot_probability_rows",
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
     "plot_score_histograms",
+    "plot_seed_bands",
     "plot_strategy_bars",
     "plot_strategy_curves",
     "plot_theory_vs_measured",
+    "plot_training_metric",
     "plot_variance_vs_dk",
 ]
 
@@ -877,8 +880,6 @@ def plot_strategy_bars(
 
 
 # --- training dynamics ---
-
-__all__ += ["plot_loss_grid", "plot_seed_bands", "plot_training_metric"]
 
 
 def plot_seed_bands(
