@@ -11,6 +11,7 @@ EXPECTED = {
     "2.1": "false",
     "2.2": "holds only partly",
     "3.2": "holds only partly",
+    "4.2": "false",
     "5.1": "false",
     "5.3": "false",
 }

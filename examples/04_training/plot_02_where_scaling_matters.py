@@ -18,7 +18,7 @@ D_KS = [64, 256, 512]
 SEQ_LEN = 8
 BATCH = 32
 LR = 1e-3
-NUM_THREADS = 1  # small matrices: one CPU thread is faster than two on a shared 2-core machine
+NUM_THREADS = None  # torch's default; on a busy shared machine, 1 can be faster
 # The docs build runs a reduced setting that fits its time budget. FULL = True reproduces the
 # settings of the project's measured facts (d_model 128, 500 samples, 100 epochs), about 25x
 # the compute: run it on a GPU with DEVICE = "cuda" or give it several minutes on a CPU.

@@ -24,7 +24,7 @@ NUM_SAMPLES = 256
 BATCH = 32
 LR = 1e-2  # small models, short training: a larger step than the article's 1e-3
 EPOCHS = 20  # raise (e.g. to 100) for longer training; the cost grows linearly
-NUM_THREADS = 1  # small matrices: one CPU thread is faster than two on a shared 2-core machine
+NUM_THREADS = None  # torch's default; on a busy shared machine, 1 can be faster
 STRATEGIES = list(attnscale.SCALING_STRATEGIES)
 
 # %%

@@ -25,7 +25,7 @@ SEQ_LEN = 8
 NUM_SAMPLES = 256
 BATCH = 32
 EPOCHS = 20  # the paper trains for 10^4 steps and more; raise this (and D_MODEL) to go further
-NUM_THREADS = 1  # small matrices: one CPU thread is faster than two on a shared 2-core machine
+NUM_THREADS = None  # torch's default; on a busy shared machine, 1 can be faster
 
 # %%
 # ## One batched sweep
