@@ -82,7 +82,7 @@ def _vendor_assets(session: nox.Session) -> None:
 
 def _print_example_times() -> None:
     rows = []
-    for table in sorted(GENERATED.glob("gallery/**/mg_execution_times.md")):
+    for table in sorted(GENERATED.glob("**/mg_execution_times.md")):
         for line in table.read_text().splitlines():
             m = re.search(r"\[(plot_\w+)\]\(.*?\|\s*([\d:.]+)\s*\|", line)
             if m:
