@@ -137,7 +137,13 @@ def tests(session: nox.Session) -> None:
     """Unit tests, example runs and claim checks."""
     _install(session, "test")
     session.run(
-        "pytest", "--ignore=tests/site", "--doctest-modules", "src", "tests", *session.posargs
+        "pytest",
+        "--ignore=tests/site",
+        "--ignore=tests/downloads",
+        "--doctest-modules",
+        "src",
+        "tests",
+        *session.posargs,
     )
 
 
