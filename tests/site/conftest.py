@@ -1,0 +1,78 @@
+"""Serve the built site/ on 127.0.0.1 and drive Debian's Chromium with Playwright."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+ROOT = Path(__file__).parents[2]
+SITE = ROOT / "site"
+PREFIX = "/attnscale/"  # the path of site_url, so absolute links resolve as when deployed
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    # The browser's own background calls must never leave the machine.
+    "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",
+]
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def translate_path(self, path: str) -> str:
+        parts = urlsplit(path)
+        if not parts.path.startswith(PREFIX):
+            return str(SITE / "__outside_the_site__")
+        return super().translate_path("/" + parts.path[len(PREFIX):])
+
+    def log_message(self, *args: object) -> None:  # keep pytest output clean
+        pass
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # the browser drops connections it no longer needs; that is not an error
+
+
+@pytest.fixture(scope="session")
+def base_url() -> Iterator[str]:
+    if not (SITE / "index.html").exists():
+        pytest.fail("site/ is not built: run `nox -s docs` first")
+    handler = functools.partial(_Handler, directory=str(SITE))
+    server = _Server(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}{PREFIX}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def browser():
+    from playwright.sync_api import sync_playwright
+
+    with tempfile.TemporaryDirectory() as profile, sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            viewport={"width": 1280, "height": 900},
+        )
+        yield context
+        context.close()
+
+
+def site_pages() -> list[str]:
+    """Every HTML page of the built site, as a path relative to the site root."""
+    return sorted(p.relative_to(SITE).as_posix() for p in SITE.rglob("*.html"))

@@ -1,0 +1,177 @@
+"""Open every page of the built site in headless Chromium and check what a reader gets."""
+
+from __future__ import annotations
+
+import ast
+import re
+import urllib.request
+import zlib
+from html.parser import HTMLParser
+from urllib.error import HTTPError
+from urllib.parse import urldefrag, urljoin, urlsplit
+
+import pytest
+from conftest import ROOT, SITE, site_pages
+
+
+PAGES = site_pages()
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
+PAGE_WEIGHT_LIMIT = 1.5e6  # bytes: page, images, scripts, styles and fonts together
+
+# Text of the page without code blocks, where raw TeX delimiters are legitimate.
+VISIBLE_TEXT_JS = """() => {
+  const body = document.querySelector('article') || document.body;
+  const clone = body.cloneNode(true);
+  clone.querySelectorAll('pre, code, script, style, .katex').forEach(e => e.remove());
+  return clone.innerText;
+}"""
+
+
+class _Ids(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        for key, value in attrs:
+            if key in ("id", "name") and value:
+                self.ids.add(value)
+
+
+def _ids_of(url: str, cache: dict[str, set[str]]) -> set[str]:
+    if url not in cache:
+        parser = _Ids()
+        with urllib.request.urlopen(url) as response:
+            parser.feed(response.read().decode("utf-8", "replace"))
+        cache[url] = parser.ids
+    return cache[url]
+
+
+def test_site_has_pages():
+    assert "index.html" in PAGES
+    assert any(p.startswith("generated/gallery/01_variance/") for p in PAGES)
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_page(page: str, base_url: str, browser) -> None:
+    url = base_url + page
+    outside, failed, errors, sizes = [], [], [], {}
+    tab = browser.new_page()
+    tab.on("request", lambda r: urlsplit(r.url).hostname not in (None, "127.0.0.1")
+           and r.url.startswith("http") and outside.append(r.url))
+    tab.on("requestfailed", lambda r: failed.append(r.url))
+    tab.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
+    tab.on("requestfinished", lambda r: sizes.__setitem__(r.url, r.sizes()["responseBodySize"]))
+    tab.on("console", lambda m: m.type == "error" and errors.append(m.text))
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        tab.goto(url, wait_until="load")
+        # Scroll through so lazily loaded images load too, then let them finish.
+        tab.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+        tab.wait_for_function("() => [...document.images].every(i => i.complete)")
+        tab.wait_for_timeout(300)  # let late requests (search index, fonts) show up
+
+        assert not outside, f"requests to outside hosts: {outside}"
+        assert not failed, f"failed requests: {failed}"
+        assert not errors, f"console errors: {errors}"
+
+        broken = tab.evaluate(
+            "() => [...document.images].filter(i => !i.complete || i.naturalWidth === 0)"
+            ".map(i => i.src)"
+        )
+        assert not broken, f"images that did not load: {broken}"
+
+        unrendered = tab.evaluate(
+            "() => [...document.querySelectorAll('.arithmatex')]"
+            ".filter(e => !e.querySelector('.katex')).map(e => e.textContent.slice(0, 80))"
+        )
+        assert not unrendered, f"math left unrendered: {unrendered}"
+        text = tab.evaluate(VISIBLE_TEXT_JS)
+        raw = re.findall(r".{0,30}(?:\\\(|\\\[|\$\$).{0,30}", text)
+        assert not raw, f"raw TeX delimiters in the text: {raw}"
+
+        # Accessibility: axe-core from the npm registry, injected into the page.
+        tab.add_script_tag(path=str(AXE))
+        violations = tab.evaluate(
+            "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+            ".filter(v => ['serious', 'critical'].includes(v.impact))"
+            ".map(v => `${v.impact} ${v.id}: ${v.help} (${v.nodes.length} nodes, e.g. `"
+            " + v.nodes[0].target.join(' ') + ')')"
+        )
+        assert not violations, f"serious or critical accessibility violations: {violations}"
+
+        weight = sum(sizes.values())
+        print(f"page weight {weight / 1e6:.3f} MB, {len(sizes)} requests: {page}")
+        assert weight <= PAGE_WEIGHT_LIMIT, (
+            f"{page} transfers {weight / 1e6:.2f} MB (> {PAGE_WEIGHT_LIMIT / 1e6} MB): "
+            + ", ".join(f"{u.rsplit('/', 1)[-1]} {b / 1e3:.0f} kB"
+                        for u, b in sorted(sizes.items(), key=lambda kv: -kv[1])[:5])
+        )
+
+        hrefs = tab.evaluate(
+            "() => [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))"
+        )
+    finally:
+        tab.close()
+
+    ids_cache: dict[str, set[str]] = {}
+    bad = []
+    for href in set(hrefs):
+        target = urljoin(url, href)
+        if urlsplit(target).hostname != "127.0.0.1":
+            continue  # external links are plain links; nothing is loaded from them
+        doc, fragment = urldefrag(target)
+        try:
+            with urllib.request.urlopen(doc) as response:
+                is_html = "html" in response.headers.get("Content-Type", "")
+        except HTTPError as exc:
+            exc.close()
+            bad.append(f"{href} -> {exc.code}")
+            continue
+        if fragment and is_html and fragment not in _ids_of(doc, ids_cache):
+            bad.append(f"{href} -> no anchor #{fragment}")
+    assert not bad, f"broken internal links on {page}: {sorted(bad)}"
+
+
+def test_every_public_name_is_in_the_inventory():
+    raw = (SITE / "objects.inv").read_bytes()
+    header_end = 0
+    for _ in range(4):
+        header_end = raw.index(b"\n", header_end) + 1
+    entries = zlib.decompress(raw[header_end:]).decode()
+    documented = set(re.findall(r"^attnscale\.(\w+) ", entries, re.M))
+    # Read __all__ without importing the package: this session has no torch.
+    init = (SITE.parent / "src" / "attnscale" / "__init__.py").read_text()
+    public = next(
+        ast.literal_eval(node.value)
+        for node in ast.parse(init).body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__"
+    )
+    missing = set(public) - documented
+    assert not missing, f"public names missing from objects.inv: {sorted(missing)}"
+
+
+SEARCHES = {
+    "softmax": "02_softmax",
+    "entropy": "02_softmax",
+    "QK-norm": "03_normalization",
+    "monitor": "05_debugging",
+}
+
+
+@pytest.mark.parametrize(("query", "section"), SEARCHES.items())
+def test_search_finds_the_section(query: str, section: str, base_url: str, browser) -> None:
+    tab = browser.new_page()
+    try:
+        tab.goto(base_url, wait_until="load")
+        tab.click("label.md-search__icon[for=__search], .md-search__input")
+        box = tab.locator("input.md-search__input")
+        box.fill(query)
+        results = tab.locator(".md-search-result__item a")
+        results.first.wait_for(timeout=15_000)
+        hrefs = results.evaluate_all("as => as.map(a => a.getAttribute('href'))")
+    finally:
+        tab.close()
+    # Results list each page, then its matching sections: compare the top three pages.
+    pages = list(dict.fromkeys(urlsplit(h).path for h in hrefs))[:3]
+    assert any(section in p for p in pages), f"{query!r}: top pages {pages}"
