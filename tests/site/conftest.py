@@ -34,7 +34,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         parts = urlsplit(path)
         if not parts.path.startswith(PREFIX):
             return str(SITE / "__outside_the_site__")
-        return super().translate_path("/" + parts.path[len(PREFIX):])
+        return super().translate_path("/" + parts.path[len(PREFIX) :])
 
     def log_message(self, *args: object) -> None:  # keep pytest output clean
         pass
@@ -66,7 +66,10 @@ def browser():
 
     with tempfile.TemporaryDirectory() as profile, sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS,
+            profile,
+            executable_path=CHROMIUM,
+            headless=True,
+            args=CHROMIUM_ARGS,
             viewport={"width": 1280, "height": 900},
         )
         yield context

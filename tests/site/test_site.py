@@ -11,8 +11,8 @@ from urllib.error import HTTPError
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
-from conftest import ROOT, SITE, site_pages
 
+from conftest import ROOT, SITE, site_pages
 
 PAGES = site_pages()
 AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
@@ -57,8 +57,14 @@ def test_page(page: str, base_url: str, browser) -> None:
     url = base_url + page
     outside, failed, errors, sizes = [], [], [], {}
     tab = browser.new_page()
-    tab.on("request", lambda r: urlsplit(r.url).hostname not in (None, "127.0.0.1")
-           and r.url.startswith("http") and outside.append(r.url))
+    tab.on(
+        "request",
+        lambda r: (
+            urlsplit(r.url).hostname not in (None, "127.0.0.1")
+            and r.url.startswith("http")
+            and outside.append(r.url)
+        ),
+    )
     tab.on("requestfailed", lambda r: failed.append(r.url))
     tab.on("response", lambda r: r.status >= 400 and failed.append(f"{r.status} {r.url}"))
     tab.on("requestfinished", lambda r: sizes.__setitem__(r.url, r.sizes()["responseBodySize"]))
@@ -104,8 +110,10 @@ def test_page(page: str, base_url: str, browser) -> None:
         print(f"page weight {weight / 1e6:.3f} MB, {len(sizes)} requests: {page}")
         assert weight <= PAGE_WEIGHT_LIMIT, (
             f"{page} transfers {weight / 1e6:.2f} MB (> {PAGE_WEIGHT_LIMIT / 1e6} MB): "
-            + ", ".join(f"{u.rsplit('/', 1)[-1]} {b / 1e3:.0f} kB"
-                        for u, b in sorted(sizes.items(), key=lambda kv: -kv[1])[:5])
+            + ", ".join(
+                f"{u.rsplit('/', 1)[-1]} {b / 1e3:.0f} kB"
+                for u, b in sorted(sizes.items(), key=lambda kv: -kv[1])[:5]
+            )
         )
 
         hrefs = tab.evaluate(
