@@ -10,12 +10,14 @@ from torch import nn
 
 from attnscale import (
     METRICS,
+    SCALING_STRATEGIES,
     AttentionBlock,
     SimpleAttentionModel,
     make_model,
     make_task,
     train,
 )
+from attnscale.training import _SimpleStack
 
 # Small sizes shared by the equivalence tests (each call takes well under a second).
 SMALL = {"d_model": 16, "d_k": 8, "seq_len": 5, "num_samples": 40, "test_samples": 8}
@@ -83,6 +85,7 @@ def _sequential(
     ("task", "model", "strategies", "extra"),
     [
         ("reconstruction", "simple", ["none", "learnable_temperature"], {"d_k": 8}),
+        ("mean", "simple", ["inverse_sqrt", "inverse_d", "folded_init"], {"d_k": 4}),
         ("retrieval", "block", ["qk_rmsnorm", "cosine"], {"num_heads": 2}),
     ],
 )
@@ -147,6 +150,21 @@ def test_deterministic_and_independent_of_other_models() -> None:
     # Seed 5 alone gives the same run as seed 5 trained next to seed 0 (up to rounding).
     c = train("retrieval", strategies="cosine", seeds=5, **kw)
     torch.testing.assert_close(c.loss[0], a.loss[a.select(strategy="cosine", seed=5)[0]], **TOL)
+
+
+def test_fast_path_covers_exactly_the_parameter_free_strategies() -> None:
+    # The batched-equals-sequential test checks both paths against plain autograd; this pins
+    # which one each strategy takes, so the fast path cannot silently fall out of use.
+    def fast(model: str, name: str) -> bool:
+        return _SimpleStack.supports(make_model(model, d_model=8, d_k=4, strategy=name))
+
+    assert {n for n in SCALING_STRATEGIES if fast("simple", n)} == {
+        "none",
+        "inverse_sqrt",
+        "inverse_d",
+        "folded_init",
+    }
+    assert not any(fast("block", n) for n in SCALING_STRATEGIES)
 
 
 def test_mean_task_unscaled_model_fails_at_small_size() -> None:
