@@ -19,12 +19,12 @@ SEQ_LEN = 8
 BATCH = 32
 LR = 1e-3
 NUM_THREADS = None  # torch's default; on a busy shared machine, 1 can be faster
-# The docs build runs a reduced setting that fits its time budget. FULL = True reproduces the
-# settings of the project's measured facts (d_model 128, 500 samples, 100 epochs), about 25x
-# the compute: run it on a GPU with DEVICE = "cuda" or give it several minutes on a CPU.
+# The docs build runs a reduced setting that fits its time budget. FULL = True runs the longer
+# setting (twice the samples, four times the epochs): give it several minutes on a CPU, or run
+# it on a GPU with DEVICE = "cuda".
 FULL = False
 DEVICE = "cpu"
-D_MODEL, NUM_SAMPLES, EPOCHS = (128, 500, 100) if FULL else (64, 256, 25)
+D_MODEL, NUM_SAMPLES, EPOCHS = (128, 500, 100) if FULL else (128, 256, 25)
 D_V = D_MODEL  # the value path can represent the mean at every d_k; only the logits change
 VARIANTS = ["inverse_sqrt", "none"]
 
@@ -96,7 +96,7 @@ fig.suptitle("Mean task: scaled vs unscaled at three head sizes (seed bands)")
 plt.show()
 
 # %%
-# ## The unscaled model starts sharp, stays sharp, and has the larger gradients
+# ## The unscaled model starts sharp, sharpens further, and has the larger gradients
 #
 # The article's explanation is that unscaled logits push the softmax into a flat region where
 # gradients vanish. The measurements say otherwise. The table lists, at the largest head size,
@@ -146,15 +146,13 @@ plt.show()
 # $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (first column). The gradient with
 # respect to $W_q$ is then large, not small (the figure: it stays above the scaled model's all
 # along): it is the gradient of a sharp softmax whose winners are wrong. Training does not
-# flatten the attention: the entropy stays far below the uniform $\ln 8$ and the logit spread
-# does not shrink, while the scaled model's logits shrink towards uniform attention. The
-# unscaled model sits in a bad optimum where each position copies a few tokens, and its loss
-# stops moving. In this short run its attention does not sharpen much further; with
-# ``FULL = True`` (the longer, wider setting) the project measured the entropy falling towards
-# zero and the logit spread growing: training *sharpens* the wrong pattern. With the scale the
-# logits start near $1/3$, attention starts almost uniform, and the loss keeps falling well
-# below the level where the unscaled model is stuck. At $d_k = 64$ unscaled logits are
-# narrower and the gap is much smaller.
+# flatten the attention, it *sharpens* it: the unscaled entropy falls further below the
+# uniform $\ln 8$ and the logit spread grows, while the scaled model's logits shrink towards
+# uniform attention. The unscaled model settles in a bad optimum where each position copies a
+# few tokens, and its loss stops moving. With the scale the logits start near $1/3$, attention
+# starts almost uniform, and the loss keeps falling well below the level where the unscaled
+# model is stuck. At $d_k = 64$ unscaled logits are narrower and the gap is much smaller (the
+# first printed lines).
 
 # %%
 # ## Contrast: tasks where sharp attention is right
@@ -212,11 +210,10 @@ plt.show()
 # task the unscaled loss has stopped moving (the fall over the second half is close to 1) at the
 # level of a bad optimum, and its test loss is no better than predicting zero. On the two sharp
 # tasks it ends with one-hot attention, as the scaled model does, and its loss is still falling:
-# it is slower, not stuck. (In the project's longer runs with the full setting, the unscaled
-# model caught up on reconstruction; ``FULL = True`` reruns that.) The missing scale sets the
-# *initial sharpness* of attention: harmless only if the sharp pattern it starts from can be
-# turned into the right one, fatal when the task needs soft attention. The next example runs
-# every strategy on both kinds of task.
+# it is slower, not stuck; ``FULL = True`` shows whether it catches up with longer training.
+# The missing scale sets the *initial sharpness* of attention: harmless only if the sharp
+# pattern it starts from can be turned into the right one, fatal when the task needs soft
+# attention. The next example runs every strategy on both kinds of task.
 #
 # ## References
 #
