@@ -145,14 +145,15 @@ plt.show()
 # components of variance about $1/3$, so unscaled logits have a standard deviation near
 # $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (first column). The gradient with
 # respect to $W_q$ is then large, not small (the figure: it stays above the scaled model's all
-# along): it is the gradient of a sharp softmax whose winners are wrong. Training does not
-# flatten the attention, it *sharpens* it: the unscaled entropy falls further below the
-# uniform $\ln 8$ and the logit spread grows, while the scaled model's logits shrink towards
-# uniform attention. The unscaled model settles in a bad optimum where each position copies a
-# few tokens, and its loss stops moving. With the scale the logits start near $1/3$, attention
-# starts almost uniform, and the loss keeps falling well below the level where the unscaled
-# model is stuck. At $d_k = 64$ unscaled logits are narrower and the gap is much smaller (the
-# first printed lines).
+# along): it is the gradient of a sharp softmax whose winners are wrong. At this head size
+# training does not flatten the attention, it *sharpens* it: the unscaled entropy falls further
+# below the uniform $\ln 8$ and the logit spread grows, while the scaled model's logits shrink
+# towards uniform attention. The unscaled model settles in a bad optimum where each position
+# copies a few tokens, and its loss stops moving. With the scale the logits start near $1/3$,
+# attention starts almost uniform, and the loss keeps falling well below the level where the
+# unscaled model is stuck. The smaller heads in the figure start less sharp: at $d_k = 256$
+# the unscaled entropy hardly moves, and at $d_k = 64$ it climbs towards uniform and the gap in
+# loss is much smaller (the first printed lines).
 
 # %%
 # ## Contrast: tasks where sharp attention is right
