@@ -109,8 +109,10 @@ def _invalidate_stale_examples(session: nox.Session) -> None:
 
     The gallery reruns a script only when the script's own md5 changed. It does not
     know about the library or the installed packages, so a change in either one
-    wipes the cache. A script that failed has no md5 and reruns anyway; a script
-    whose page is missing has its md5 removed so it reruns too.
+    wipes the cache. A script also reruns when its page is missing, or when the
+    gallery's copy of it differs from the source its md5 records: a run that failed
+    or was interrupted leaves the new copy next to the old md5, and the outputs of
+    that run must not be reused when the old source comes back.
     """
     freeze = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
     key = _digest(ROOT / "src", ROOT / "mkdocs.yml", extra=str(freeze))
@@ -120,8 +122,17 @@ def _invalidate_stale_examples(session: nox.Session) -> None:
         GENERATED.mkdir(parents=True)
         stamp.write_text(key)
     for md5 in GENERATED.glob("gallery/**/*.py.md5"):
-        if not md5.with_name(md5.name.removesuffix(".py.md5") + ".md").exists():
+        copy = md5.with_suffix("")  # the source the gallery processed last
+        if not copy.with_suffix(".md").exists() or _gallery_md5(copy) != md5.read_text():
             md5.unlink()
+
+
+def _gallery_md5(path: Path) -> str | None:
+    """mkdocs-gallery's checksum of a script (text mode, universal newlines)."""
+    if not path.exists():
+        return None
+    text = path.read_text(errors="surrogateescape")
+    return hashlib.md5(text.encode(errors="surrogateescape")).hexdigest()
 
 
 @nox.session
