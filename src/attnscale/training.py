@@ -384,6 +384,8 @@ class _Stack:
     ) -> None:
         self.params = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
         self.lrs = lrs  # (models,)
+        lr_values = set(lrs.tolist())
+        self.shared_lr = lr_values.pop() if len(lr_values) == 1 else None
         self.seed_pos = seed_pos  # (models,): which seed's data each model sees
         self.betas, self.eps = betas, eps
         self.exp_avg = {k: torch.zeros_like(v) for k, v in self.params.items()}
@@ -433,8 +435,6 @@ class _Stack:
         beta1, beta2 = self.betas
         bias1 = 1 - beta1**t
         bias2_sqrt = math.sqrt(1 - beta2**t)
-        lrs = self.lrs.tolist()
-        shared_lr = lrs[0] if len(set(lrs)) == 1 else None
         for k, p in self.params.items():
             if p.grad is None:
                 continue
@@ -443,8 +443,8 @@ class _Stack:
             m.lerp_(g, 1 - beta1)
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
-            if shared_lr is not None:
-                p.addcdiv_(m, denom, value=-shared_lr / bias1)
+            if self.shared_lr is not None:
+                p.addcdiv_(m, denom, value=-self.shared_lr / bias1)
             else:
                 lr = self.lrs.view(-1, *([1] * (p.dim() - 1)))  # (models, 1, ...)
                 p.sub_(lr / bias1 * m / denom)
@@ -636,8 +636,8 @@ def train(
     ``shuffle=True``), and the initial weights from [make_model][attnscale.make_model] with
     ``seed=s``. Models that differ only in learning rate or strategy therefore see the same data
     and start from the same weights. Optimisation is Adam (``torch.optim.Adam``'s update, no
-    weight decay) on the mean squared error. All models sharing a strategy run as one stacked,
-    vmapped model; see the module description. The models are ordered strategy-major, then
+    weight decay) on the mean squared error. All models sharing a strategy run as one stacked
+    model; see the module description. The models are ordered strategy-major, then
     learning rate, then seed.
 
     Parameters
