@@ -84,7 +84,7 @@ def _sequential(
 @pytest.mark.parametrize(
     ("task", "model", "strategies", "extra"),
     [
-        ("reconstruction", "simple", ["none", "learnable_temperature"], {"d_k": 8}),
+        ("reconstruction", "simple", ["none", "learnable_temperature", "inverse_sqrt"], {"d_k": 8}),
         ("mean", "simple", ["inverse_sqrt", "inverse_d", "folded_init"], {"d_k": 4}),
         ("retrieval", "block", ["qk_rmsnorm", "cosine"], {"num_heads": 2}),
     ],

@@ -18,6 +18,7 @@ r"""Seeded training runs on synthetic tasks, many models in one pass, with recor
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 import sys
 import time
@@ -30,7 +31,14 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from . import _checks
 from .models import MODELS, SimpleAttentionModel, make_model
-from .scaling import SCALING_STRATEGIES, ScoreScaling, scaled_dot_product_attention
+from .scaling import (
+    SCALING_STRATEGIES,
+    FoldedInit,
+    InverseD,
+    InverseSqrt,
+    NoScale,
+    ScoreScaling,
+)
 
 __all__ = ["METRICS", "TASKS", "TrainingResult", "make_task", "train"]
 
@@ -504,14 +512,18 @@ class _VmapStack(_Stack):
 
 
 _SIMPLE_WEIGHTS = ("W_q.weight", "W_k.weight", "W_v.weight", "out_proj.weight")
+# Strategies whose logits are a constant times q . k (the constant may differ between them).
+_CONSTANT_SCALE = (NoScale, InverseSqrt, InverseD, FoldedInit)
 
 
 class _SimpleStack(_Stack):
-    """[SimpleAttentionModel][attnscale.SimpleAttentionModel]s with a parameter-free strategy.
+    """SimpleAttentionModels whose logits are a constant times q . k (strategies in _CONSTANT_SCALE).
 
-    The same computation as the module, written with batched matrix products over the model
-    dimension and one product for queries, keys and values: these small models spend much of
-    a step in per-operation overhead, which this path cuts.
+    The constant may differ from model to model, so models of several such strategies share one
+    stack. The computation
+    is the module's, written with batched matrix products over the model dimension and one
+    product for queries, keys and values: these small models spend much of a step in
+    per-operation overhead, which this path cuts.
     """
 
     def __init__(
@@ -525,19 +537,13 @@ class _SimpleStack(_Stack):
         states = [m.state_dict() for m in models]
         params = {k: torch.stack([st[k] for st in states]) for k in _SIMPLE_WEIGHTS}
         super().__init__(params, lrs, seed_pos, betas, eps)
-        self.strategy = models[0].strategy
         self.d_k, self.d_v = models[0].d_k, models[0].d_v
-        self.scale = self.strategy.effective_scale().mean().to(lrs.device)
+        alphas = [m.strategy.effective_scale().mean() for m in models]
+        self.scale = torch.stack(alphas).to(lrs.device)  # (models,)
 
     @staticmethod
     def supports(model: nn.Module) -> bool:
-        strategy = getattr(model, "strategy", None)
-        return (
-            type(model) is SimpleAttentionModel
-            and isinstance(strategy, ScoreScaling)
-            and not any(True for _ in strategy.parameters())
-            and not any(True for _ in strategy.buffers())
-        )
+        return type(model) is SimpleAttentionModel and type(model.strategy) in _CONSTANT_SCALE
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor, *, need_stats: bool = True
@@ -548,19 +554,15 @@ class _SimpleStack(_Stack):
         w_qkv = torch.cat([w_q, w_k, w_v], dim=1)  # (models, 2 d_k + d_v, d_model)
         qkv = torch.bmm(x.reshape(models, batch * length, d_model), w_qkv.transpose(1, 2))
         q, k, v = torch.split(
-            qkv.view(models * batch, 1, length, -1), [self.d_k, self.d_k, self.d_v], dim=-1
-        )  # (models * batch, 1, length, d)
-        # Always the explicit path: for rows this short it beats the fused CPU kernel.
-        res = scaled_dot_product_attention(
-            q, k, v, strategy=self.strategy, need_weights=True, need_logits=need_stats
-        )
-        heads = res.output.reshape(models, batch * length, self.d_v)
+            qkv.view(models, batch, length, -1), [self.d_k, self.d_k, self.d_v], dim=-1
+        )  # (models, batch, length, d)
+        # Scale the query before the product, as the library's attention does.
+        logits = (q * self.scale.view(-1, 1, 1, 1)) @ k.transpose(-2, -1)  # (models, batch, L, L)
+        w = torch.softmax(logits, dim=-1)  # (models, batch, L, L)
+        heads = (w @ v).view(models, batch * length, self.d_v)
         out = torch.bmm(heads, w_o.transpose(1, 2))  # (models, batch * length, d_model)
         loss = (out - y.reshape(out.shape)).square().mean((1, 2))  # (models,)
-        assert res.weights is not None
-        shape = (models, batch, 1, length, length)
-        logits = None if res.logits is None else res.logits.view(shape)
-        return loss, res.weights.view(shape), logits, self.scale
+        return loss, w.unsqueeze(2), logits.unsqueeze(2), self.scale  # heads dim: 1
 
     def states(self) -> list[dict[str, torch.Tensor]]:
         return [
@@ -793,13 +795,12 @@ def _train(
     x_test, y_test = torch.stack(xts).to(dev), torch.stack(yts).to(dev)
     shufflers = [torch.Generator().manual_seed(s + _SHUFFLE_OFFSET) for s in seed_list]
 
-    groups: list[_Stack] = []
+    # Every model, in the order of the result: strategy-major, then learning rate, then seed.
+    models: list[nn.Module] = []
     order: list[tuple[str, float, int]] = []
     for strat in strategy_list:
-        models: list[nn.Module] = []
-        lr_vals, pos = [], []
         for lr in lr_list:
-            for j, s in enumerate(seed_list):
+            for s in seed_list:
                 models.append(
                     make_model(
                         model,
@@ -812,15 +813,20 @@ def _train(
                         device=dev,
                     )
                 )
-                lr_vals.append(lr)
-                pos.append(j)
                 order.append((strat, lr, s))
-        stack = _SimpleStack if all(_SimpleStack.supports(m) for m in models) else _VmapStack
+    # One stack per strategy, except that neighbouring strategies the fast path covers share one.
+    groups: list[_Stack] = []
+    for _, run in itertools.groupby(
+        range(len(models)),
+        key=lambda i: "fast" if _SimpleStack.supports(models[i]) else order[i][0],
+    ):
+        idx = list(run)
+        stack = _SimpleStack if _SimpleStack.supports(models[idx[0]]) else _VmapStack
         groups.append(
             stack(
-                models,  # type: ignore[arg-type]
-                torch.tensor(lr_vals, device=dev),
-                torch.tensor(pos, device=dev),
+                [models[i] for i in idx],  # type: ignore[misc]
+                torch.tensor([order[i][1] for i in idx], device=dev),
+                torch.tensor([seed_list.index(order[i][2]) for i in idx], device=dev),
                 beta_pair,
                 eps,
             )
