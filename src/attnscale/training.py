@@ -375,7 +375,7 @@ def _param_group(name: str) -> str:
 
 
 class _Stack:
-    """Models sharing one strategy, their parameters stacked along a leading model dimension.
+    """Models trained together, their parameters stacked along a leading model dimension.
 
     Subclasses provide ``forward``: per-model losses and attention statistics of a stacked batch.
     This class owns the step: one backward pass over the summed losses, gradient norms per
@@ -401,8 +401,8 @@ class _Stack:
         self.groups = {k: _param_group(k) for k in self.params}
 
     def forward(
-        self, x: torch.Tensor, y: torch.Tensor, *, need_stats: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor]:
+        self, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(loss (models,), weights, logits (models, batch, heads, L, L), scale (models,))``."""
         raise NotImplementedError
 
@@ -418,7 +418,6 @@ class _Stack:
         for p in self.params.values():
             p.grad = None
         loss, w, logits, scale = self.forward(x, y)
-        assert w is not None and logits is not None
         loss.sum().backward()  # type: ignore[no-untyped-call]
         with torch.no_grad():
             sq = {name: torch.zeros_like(loss) for name in ("q", "k", "other")}
@@ -465,7 +464,7 @@ class _Stack:
             for start in range(0, n, chunk):
                 xb = x[:, start : start + chunk].index_select(0, self.seed_pos)
                 yb = y[:, start : start + chunk].index_select(0, self.seed_pos)
-                loss = self.forward(xb, yb, need_stats=False)[0]  # (models,)
+                loss = self.forward(xb, yb)[0]  # (models,)
                 total += loss * xb.shape[1]
         return total / n
 
@@ -496,8 +495,8 @@ class _VmapStack(_Stack):
         self._vmapped: Callable[..., tuple[torch.Tensor, ...]] = vmap(one)
 
     def forward(
-        self, x: torch.Tensor, y: torch.Tensor, *, need_stats: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor]:
+        self, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         loss, w, logits, scale = self._vmapped(self.params, self.buffers, x, y)
         return loss, w, logits, scale
 
@@ -546,8 +545,8 @@ class _SimpleStack(_Stack):
         return type(model) is SimpleAttentionModel and type(model.strategy) in _CONSTANT_SCALE
 
     def forward(
-        self, x: torch.Tensor, y: torch.Tensor, *, need_stats: bool = True
-    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None, torch.Tensor]:
+        self, x: torch.Tensor, y: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         models, batch, length, d_model = x.shape
         w_q, w_k, w_v, w_o = (self.params[k] for k in _SIMPLE_WEIGHTS)
         # One product for queries, keys and values: (models, batch * length, 2 d_k + d_v).
