@@ -5,12 +5,14 @@ r"""Seeded training runs on synthetic tasks, many models in one pass, with recor
 - [train][attnscale.train]: trains every combination of strategies, learning rates and seeds in
   one call. Models that share a strategy are stacked along a leading *model* dimension
   (``torch.func.stack_module_state``) and run with ``torch.func.vmap`` over
-  ``torch.func.functional_call``, or, for a [SimpleAttentionModel][attnscale.SimpleAttentionModel]
-  with a parameter-free strategy, with the batched matrix products written out (the same
-  arithmetic with less overhead per step). Their losses are summed before the backward pass,
-  which leaves each model's gradient equal to the gradient of its own loss, and Adam is applied
-  element-wise on the stacked tensors, so each model keeps its own optimizer state. The result
-  equals sequential training of each model up to floating-point rounding.
+  ``torch.func.functional_call``. A [SimpleAttentionModel][attnscale.SimpleAttentionModel] whose
+  strategy only multiplies the logits by a constant (``"none"``, ``"inverse_sqrt"``,
+  ``"inverse_d"``, ``"folded_init"``) runs instead with the batched matrix products written out,
+  and neighbouring strategies of that kind share one stack (the same arithmetic with less
+  overhead per step). The losses of a stack are summed before the backward pass, which leaves
+  each model's gradient equal to the gradient of its own loss, and Adam is applied element-wise
+  on the stacked tensors, so each model keeps its own optimizer state. The result equals
+  sequential training of each model up to floating-point rounding.
 - [TrainingResult][attnscale.TrainingResult]: the per-step metrics of every model as tensors of
   shape ``(models, steps)``, with helpers to average them per epoch and group them over seeds.
 """
@@ -637,9 +639,9 @@ def train(
     ``shuffle=True``), and the initial weights from [make_model][attnscale.make_model] with
     ``seed=s``. Models that differ only in learning rate or strategy therefore see the same data
     and start from the same weights. Optimisation is Adam (``torch.optim.Adam``'s update, no
-    weight decay) on the mean squared error. All models sharing a strategy run as one stacked
-    model; see the module description. The models are ordered strategy-major, then
-    learning rate, then seed.
+    weight decay) on the mean squared error. The models run in stacks, one per strategy or one
+    per run of neighbouring constant-scale strategies; see the module description. The models
+    are ordered strategy-major, then learning rate, then seed.
 
     Parameters
     ----------
