@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import http.server
 import shutil
 import tempfile
@@ -29,12 +30,36 @@ CHROMIUM_ARGS = [
 ]
 
 
+# GitHub Pages compresses text with gzip; images and woff2 fonts are sent as they are.
+COMPRESSED = {".html", ".css", ".js", ".json", ".svg", ".xml", ".txt"}
+
+
 class _Handler(http.server.SimpleHTTPRequestHandler):
     def translate_path(self, path: str) -> str:
         parts = urlsplit(path)
         if not parts.path.startswith(PREFIX):
             return str(SITE / "__outside_the_site__")
         return super().translate_path("/" + parts.path[len(PREFIX) :])
+
+    def do_GET(self) -> None:
+        """Serve text gzip-compressed when the browser accepts it, as the published site does."""
+        file = Path(self.translate_path(self.path))
+        if file.is_dir():
+            if not urlsplit(self.path).path.endswith("/"):
+                super().do_GET()  # the redirect to the URL with a slash
+                return
+            file = file / "index.html"
+        accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
+        if not (accepts_gzip and file.suffix in COMPRESSED and file.is_file()):
+            super().do_GET()
+            return
+        body = gzip.compress(file.read_bytes())
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(str(file)))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def log_message(self, *args: object) -> None:  # keep pytest output clean
         pass
