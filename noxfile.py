@@ -121,7 +121,7 @@ def _invalidate_stale_examples(session: nox.Session) -> None:
         shutil.rmtree(GENERATED, ignore_errors=True)
         GENERATED.mkdir(parents=True)
         stamp.write_text(key)
-    for md5 in GENERATED.glob("gallery/**/*.py.md5"):
+    for md5 in GENERATED.glob("**/*.py.md5"):  # every gallery: guide and fact-check
         copy = md5.with_suffix("")  # the source the gallery processed last
         if not copy.with_suffix(".md").exists() or _gallery_md5(copy) != md5.read_text():
             md5.unlink()

@@ -222,7 +222,7 @@ def _check_4_2(gen: torch.Generator) -> ClaimCheck:
         "unscaled one oscillates and its gradients explode or vanish.",
         "false" if within else "holds",
         f"Final training loss {nums['scaled']:.4f} scaled vs {nums['unscaled']:.4f} unscaled "
-        f"(3 seeds); the paired gap {gap:+.5f} is within the seed spread {spread:.5f}. No run's "
+        f"({len(seeds)} seeds); the paired gap {gap:+.5f} is within the seed spread {spread:.5f}. No run's "
         f"gradient norm ever exceeds {spikes:.1f} times its median.",
         "false if the final losses differ by less than twice their seed-to-seed spread",
         _GALLERY + "04_training/plot_01_article_experiment/",
@@ -311,7 +311,7 @@ def check_claims(*, seed: int = 0) -> list[ClaimCheck]:
 
     Examples
     --------
-    It retrains the article's model, so it takes about half a minute on a laptop CPU
+    It retrains the article's model, which is too slow for a doctest
     (``tests/test_factcheck.py`` runs it):
 
     >>> checks = check_claims(seed=0)  # doctest: +SKIP

@@ -521,10 +521,9 @@ class _SimpleStack(_Stack):
     """SimpleAttentionModels whose logits are a constant times q . k (strategies in _CONSTANT_SCALE).
 
     The constant may differ from model to model, so models of several such strategies share one
-    stack. The computation
-    is the module's, written with batched matrix products over the model dimension and one
-    product for queries, keys and values: these small models spend much of a step in
-    per-operation overhead, which this path cuts.
+    stack. The computation is the module's, written with batched matrix products over the model
+    dimension and one product for queries, keys and values: these small models spend much of a
+    step in per-operation overhead, which this path cuts.
     """
 
     def __init__(
@@ -817,12 +816,12 @@ def _train(
                 order.append((strat, lr, s))
     # One stack per strategy, except that neighbouring strategies the fast path covers share one.
     groups: list[_Stack] = []
-    for _, run in itertools.groupby(
+    for (fast, _), run in itertools.groupby(
         range(len(models)),
-        key=lambda i: "fast" if _SimpleStack.supports(models[i]) else order[i][0],
+        key=lambda i: (True, "") if _SimpleStack.supports(models[i]) else (False, order[i][0]),
     ):
         idx = list(run)
-        stack = _SimpleStack if _SimpleStack.supports(models[idx[0]]) else _VmapStack
+        stack = _SimpleStack if fast else _VmapStack
         groups.append(
             stack(
                 [models[i] for i in idx],  # type: ignore[misc]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import urllib.request
 import zlib
@@ -40,13 +41,20 @@ class _Ids(HTMLParser):
                 self.ids.add(value)
 
 
-def _ids_of(url: str, cache: dict[str, set[str]]) -> set[str]:
-    if url not in cache:
-        parser = _Ids()
+# Every page links to the whole navigation: fetch each link target once for the whole run.
+@functools.cache
+def _fetch(url: str) -> tuple[int | None, set[str] | None]:
+    """``(HTTP error code or None, ids and names, or None if not HTML)`` of a local URL."""
+    try:
         with urllib.request.urlopen(url) as response:
+            if "html" not in response.headers.get("Content-Type", ""):
+                return None, None
+            parser = _Ids()
             parser.feed(response.read().decode("utf-8", "replace"))
-        cache[url] = parser.ids
-    return cache[url]
+            return None, parser.ids
+    except HTTPError as exc:
+        exc.close()
+        return exc.code, None
 
 
 def test_site_has_pages():
@@ -129,21 +137,16 @@ def test_page(page: str, base_url: str, browser) -> None:
     finally:
         tab.close()
 
-    ids_cache: dict[str, set[str]] = {}
     bad = []
     for href in set(hrefs):
         target = urljoin(url, href)
         if urlsplit(target).hostname != "127.0.0.1":
             continue  # external links are plain links; nothing is loaded from them
         doc, fragment = urldefrag(target)
-        try:
-            with urllib.request.urlopen(doc) as response:
-                is_html = "html" in response.headers.get("Content-Type", "")
-        except HTTPError as exc:
-            exc.close()
-            bad.append(f"{href} -> {exc.code}")
-            continue
-        if fragment and is_html and fragment not in _ids_of(doc, ids_cache):
+        error, ids = _fetch(doc)
+        if error is not None:
+            bad.append(f"{href} -> {error}")
+        elif fragment and ids is not None and fragment not in ids:
             bad.append(f"{href} -> no anchor #{fragment}")
     assert not bad, f"broken internal links on {page}: {sorted(bad)}"
 
