@@ -72,7 +72,7 @@ def _sev(report: MonitorReport, code: str) -> set[str]:
 
 @pytest.mark.parametrize(
     ("mode", "cause"),
-    [("none", "no scale"), ("dmodel", "sqrt(d_model)"), ("double", "double scaling")],
+    [("none", "no scale"), ("dmodel", "√d_model"), ("double", "double scaling")],
 )
 def test_scale_bugs_are_warnings_with_cause(mode: str, cause: str) -> None:
     torch.manual_seed(0)
@@ -471,12 +471,12 @@ def test_state_restored_after_exception() -> None:
 
 
 def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    import attnscale.monitor as mod
+    import attnscale.monitor.capture as mod
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setattr(mod, "_logit_stats", broken)
+    monkeypatch.setattr(mod, "logit_stats", broken)
     model = HandAttention("ok")
     x = _x()
     ref = model(x)
@@ -492,14 +492,14 @@ def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPat
 def test_thread_count_restored_inside_model(broken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # statistics run on one thread; the model must see its own thread count again
     # right after each attention call, also when the statistics fail
-    import attnscale.monitor as mod
+    import attnscale.monitor.capture as mod
 
     if broken:
 
         def fail(*args: object, **kwargs: object) -> None:
             raise ZeroDivisionError("planted")
 
-        monkeypatch.setattr(mod, "_logit_stats", fail)
+        monkeypatch.setattr(mod, "logit_stats", fail)
     seen: list[int] = []
 
     class Probe(nn.Module):
@@ -513,8 +513,9 @@ def test_thread_count_restored_inside_model(broken: bool, monkeypatch: pytest.Mo
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        with AttentionMonitor(Probe()) as mon:
-            Probe()(torch.randn(2, 3, 8, 16))
+        probe = Probe()
+        with AttentionMonitor(probe) as mon:
+            probe(torch.randn(2, 3, 8, 16))
         assert seen == [2, 2]
         assert torch.get_num_threads() == 2
         assert len(mon.report().records) == (0 if broken else 2)

@@ -1,0 +1,285 @@
+r"""Attention monitor: watch every attention computation of a real PyTorch model.
+
+Wrap a forward pass (or a few training steps) in an
+[AttentionMonitor][attnscale.AttentionMonitor]; on exit,
+[report][attnscale.AttentionMonitor.report] gives, per attention call site,
+what was measured and what looks wrong, why it matters and how to fix it.
+
+The package has one module per job: ``report`` (the report types),
+``stats`` (the statistics of one call), ``capture`` (the interception and
+the per-path adapters; its docstring says what is captured and how) and
+``diagnosis`` (findings as a pure function of statistics and thresholds).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import numbers
+from collections.abc import Callable, Iterable, Mapping
+
+from torch import nn
+
+from .. import _checks
+from .capture import Capture
+from .diagnosis import GUIDE_PAGES, THRESHOLDS, diagnose, no_attention
+from .report import (
+    GUIDE_URL,
+    SEVERITY_RANK,
+    AttentionRecord,
+    AttentionStats,
+    Finding,
+    MonitorReport,
+)
+
+__all__ = [
+    "GUIDE_URL",
+    "THRESHOLDS",
+    "AttentionMonitor",
+    "AttentionRecord",
+    "AttentionStats",
+    "ExpectedScale",
+    "Finding",
+    "MonitorReport",
+]
+
+#: What ``expected_scale`` accepts: one scale for every site, a mapping from
+#: site names or glob patterns to scales, or a function of (site, head_dim).
+ExpectedScale = float | Mapping[str, float] | Callable[[str, int], "float | None"]
+
+
+class AttentionMonitor:
+    r"""Context manager that records attention statistics and diagnoses scaling bugs.
+
+    Inside ``with AttentionMonitor(model) as monitor:`` every attention
+    computation of ``model`` is measured: ``F.scaled_dot_product_attention``,
+    ``nn.MultiheadAttention`` (every path, the fused fast paths included),
+    ``nn.TransformerEncoderLayer``, and hand-written attention, a softmax
+    over the product of two activations written with ``@``, ``matmul``,
+    ``bmm``, ``baddbmm`` or ``einsum``, with the scale on q, on k, on the
+    product or on a slice of a fused projection. The model runs exactly as
+    without the monitor: outputs, gradients and exceptions are bitwise the
+    same, and on exit torch is left as it was, in whatever order nested
+    monitors exit.
+
+    The effective scale $c$ of $\mathrm{softmax}(c\,q\cdot k)$ is read from
+    the code (the SDPA argument, or the scalar factors on the way from
+    $QK^\top$ to the softmax) and compared with $1/\sqrt{d_h}$, where $d_h$
+    is the size that q·k sums over. A scale off by more than the
+    ``scale_ratio`` threshold is a ``warning`` whatever the size of the
+    logits, since a freshly initialised model has small logits whatever its
+    scale; it is an ``error`` when the logits are already wide. It is only
+    ``info`` when the monitor can tell it is deliberate: T5-style folded
+    initialisation, recognised by queries about $\sqrt{d_h}$ times smaller
+    than the keys, or a scale declared with ``expected_scale``.
+
+    Parameters
+    ----------
+    model : torch.nn.Module or iterable of them, optional
+        The model or models to watch. Only attention inside them is
+        recorded, and call sites are named by module path
+        (``layers.0.self_attn``; with several models, prefixed by their
+        index). Without a model every attention in the block is recorded,
+        named by class path.
+    expected_scale : float, mapping or callable, optional
+        The scale the code is meant to apply, where it is not
+        $1/\sqrt{d_h}$: one number for every site; a mapping from site names
+        or glob patterns (``"*.attn"``) to numbers, the first match winning;
+        or a function ``(site, head_dim) -> float | None``, None meaning
+        "not declared". A declared scale turns a matching non-standard scale
+        into ``info``, and a scale that differs from it into a warning.
+    gradients : bool
+        Record the gradient norm at the softmax input during backward, over
+        the sampled rows. Hand-written attention: read from the softmax input
+        itself, which is in the autograd graph. SDPA and
+        ``nn.MultiheadAttention``: the logits never exist in the graph, so a
+        hook on the attention output reads $dO$ and the monitor applies the
+        softmax backward, $dS = P \odot (dP - \mathrm{rowsum}(dP \odot P))$
+        with $dP = dO\,V^\top$ (for ``nn.MultiheadAttention``, $dO$ pulled
+        back through ``out_proj`` first). This is exact without dropout on
+        the weights; with dropout (``dropout_p > 0``, or a module in
+        training with dropout) the mask is unknown and it stays None. It also
+        stays None for the fused fast paths (they run without gradients) and
+        when no backward pass runs inside the block. The hooks only read
+        gradients, so backward is unchanged.
+    sample_batch : int
+        Statistics use at most this many elements of the leading (batch) axis,
+        which keeps the overhead low.
+    max_query_rows : int
+        ... and at most this many query rows (an evenly strided subset).
+    **thresholds : float
+        Overrides of [THRESHOLDS][attnscale.THRESHOLDS], e.g. ``scale_ratio=2``.
+
+    Raises
+    ------
+    TypeError
+        If ``model`` is not an ``nn.Module`` (or an iterable of them),
+        ``expected_scale`` is of another type, or a threshold is not a number.
+    ValueError
+        If a threshold name is unknown, or a threshold or an expected scale is
+        out of range.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from attnscale import AttentionMonitor
+    >>> layer = torch.nn.TransformerEncoderLayer(64, 4, batch_first=True)
+    >>> with AttentionMonitor(layer) as monitor:
+    ...     _ = layer(torch.randn(2, 10, 64))
+    >>> report = monitor.report()
+    >>> len(report.records), report.records[0].last.head_dim
+    (1, 16)
+    """
+
+    def __init__(
+        self,
+        model: nn.Module | Iterable[nn.Module] | None = None,
+        *,
+        expected_scale: ExpectedScale | None = None,
+        gradients: bool = True,
+        sample_batch: int = 2,
+        max_query_rows: int = 64,
+        **thresholds: float,
+    ) -> None:
+        self.models = _models(model)
+        self.model = model
+        if not isinstance(gradients, bool):
+            raise TypeError(f"gradients must be a bool, got {type(gradients).__name__}")
+        self.gradients = gradients
+        self.expected_scale = _expected(expected_scale)
+        self.sample_batch = _checks.positive_int(sample_batch, "sample_batch")
+        self.max_query_rows = _checks.positive_int(max_query_rows, "max_query_rows")
+        self.thresholds = dict(THRESHOLDS)
+        for name, value in thresholds.items():
+            self.thresholds[name] = _threshold(name, value)
+        self._capture: Capture | None = None
+        self._active = False
+
+    def __enter__(self) -> AttentionMonitor:
+        if self._active:
+            raise RuntimeError("this AttentionMonitor is already active")
+        self._capture = Capture(
+            self.models,
+            gradients=self.gradients,
+            sample_batch=self.sample_batch,
+            max_query_rows=self.max_query_rows,
+            mask_value=self.thresholds["mask_value"],
+            saturation=self.thresholds["saturation"],
+        )
+        self._capture.start()
+        self._active = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._active = False
+        if self._capture is not None:
+            self._capture.stop()
+
+    def expected_scale_for(self, where: str, head_dim: int | None) -> float | None:
+        """Return the scale declared for one call site with ``expected_scale``, if any.
+
+        Raises
+        ------
+        ValueError
+            If a callable ``expected_scale`` returns something that is not a
+            positive number or None.
+        """
+        e = self.expected_scale
+        if e is None:
+            return None
+        if isinstance(e, float):
+            return e
+        if isinstance(e, Mapping):
+            for pattern, value in e.items():
+                if where == pattern or fnmatch.fnmatchcase(where, pattern):
+                    return float(value)
+            return None
+        value = e(where, head_dim or 0)
+        return None if value is None else _checks.positive_float(value, "expected_scale(...)")
+
+    def report(self) -> MonitorReport:
+        """Return the records and findings gathered so far.
+
+        Returns
+        -------
+        MonitorReport
+            Records per call site and findings, errors first.
+        """
+        capture = self._capture
+        if capture is None:
+            return MonitorReport(records=[], findings=[no_attention(0)])
+        records = list(capture.records.values())
+        findings: list[Finding] = []
+        for r in records:
+            worst: dict[str, Finding] = {}
+            for s in r.series:
+                expected = self.expected_scale_for(r.where, s.head_dim)
+                for f in diagnose(r.where, s, self.thresholds, expected):
+                    old = worst.get(f.code)
+                    if old is None or SEVERITY_RANK[f.severity] >= SEVERITY_RANK[old.severity]:
+                        worst[f.code] = f
+            findings.extend(worst.values())
+        for where, msg in capture.errors:
+            findings.append(
+                Finding(
+                    "monitor-error",
+                    "warning",
+                    where,
+                    f"The monitor failed to compute statistics here ({msg}). The model ran "
+                    f"unchanged, but this site's numbers are missing. Please report it. "
+                    f"See {GUIDE_URL}{GUIDE_PAGES['monitor-error']}",
+                )
+            )
+        if not records:
+            findings.append(no_attention(capture.unmatched_softmax))
+        findings.sort(key=lambda f: -SEVERITY_RANK[f.severity])
+        return MonitorReport(records=records, findings=findings)
+
+
+def _models(model: object) -> list[nn.Module]:
+    if model is None:
+        return []
+    if isinstance(model, nn.Module):
+        return [model]
+    if isinstance(model, Iterable) and not isinstance(model, (str, bytes)):
+        models = list(model)
+        if models and all(isinstance(m, nn.Module) for m in models):
+            return models
+    raise TypeError(
+        f"model must be a torch.nn.Module, an iterable of them, or None; "
+        f"got {type(model).__name__}"
+    )
+
+
+def _expected(value: object) -> ExpectedScale | None:
+    if value is None or callable(value):
+        return value  # type: ignore[return-value]
+    if isinstance(value, Mapping):
+        out: dict[str, float] = {}
+        for k, v in value.items():
+            if not isinstance(k, str):
+                raise TypeError(f"expected_scale keys must be site names, got {type(k).__name__}")
+            out[k] = _checks.positive_float(v, f"expected_scale[{k!r}]")
+        return out
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return _checks.positive_float(value, "expected_scale")
+    raise TypeError(
+        "expected_scale must be a number, a mapping from site names to numbers, or a "
+        f"callable (site, head_dim) -> number; got {type(value).__name__}"
+    )
+
+
+def _threshold(name: str, value: object) -> float:
+    if name not in THRESHOLDS:
+        raise ValueError(
+            f"unknown threshold {name!r}; expected one of {', '.join(sorted(THRESHOLDS))}"
+        )
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"threshold {name} must be a real number, got {type(value).__name__}")
+    if name == "mask_value":
+        return _checks.finite_float(value, name)
+    if name in ("saturation", "saturated_fraction", "entropy_fraction"):
+        return _checks.probability(value, name, open_interval=True)
+    v = _checks.positive_float(value, name)
+    if name in ("scale_ratio", "fp16_headroom") and v < 1:
+        raise ValueError(f"{name} must be >= 1, got {v!r}")
+    return v

@@ -1,0 +1,316 @@
+r"""Diagnosis: findings as a pure function of one call's statistics and the thresholds.
+
+The scale rule follows what the code does, not how large the logits happen to
+be: at initialisation the logits of most models are small whatever their
+scale, so a missing or wrong scale would otherwise pass unnoticed until
+training had already gone wrong.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+
+from .report import GUIDE_URL, AttentionStats, Finding, Severity
+
+__all__ = ["GUIDE_PAGES", "THRESHOLDS", "diagnose", "no_attention"]
+
+GUIDE_PAGES = {
+    "scale-mismatch": "plot_01_scale_bugs/",
+    "large-logits": "plot_02_soft_cap/",
+    "entropy-collapse": "plot_04_entropy_collapse/",
+    "masked-rows": "plot_05_checklist/",
+    "non-finite": "plot_03_fp16_overflow/",
+    "fp16-overflow-risk": "plot_03_fp16_overflow/",
+    "no-attention": "plot_05_checklist/",
+    "monitor-error": "plot_05_checklist/",
+}
+
+#: Default thresholds; any of them can be overridden as a keyword argument of
+#: [AttentionMonitor][attnscale.AttentionMonitor].
+THRESHOLDS: dict[str, float] = {
+    # scale-mismatch: flag an effective scale this many times off 1/sqrt(head_dim)
+    # (or off the declared expected_scale)
+    "scale_ratio": 1.5,
+    # ... as an error, not a warning, when a too-large scale already gives a
+    # within-row logit std above this
+    "max_logit_std": 2.0,
+    # large-logits: within-row logit std (warning; error at 4x)
+    "large_logit_std": 5.0,
+    # a row is saturated when its largest probability exceeds this
+    "saturation": 0.99,
+    # large-logits: fraction of saturated rows (warning; error at 5x)
+    "saturated_fraction": 0.1,
+    # entropy-collapse: a head's mean entropy / log(n) below this (warning; error at 1/4)
+    "entropy_fraction": 0.2,
+    # fp16-overflow-risk: warn when max |q.k| is within this factor of 65504
+    "fp16_headroom": 8.0,
+    # logits at or below this are treated as masked (-inf, -1e9, -1e4 style masks)
+    "mask_value": -1e4,
+}
+
+_FP16_MAX = 65504.0
+
+
+def _link(code: str) -> str:
+    return f"See {GUIDE_URL}{GUIDE_PAGES[code]}"
+
+
+def _near(x: float, y: float) -> bool:
+    return abs(math.log(x / y)) < math.log(1.1)
+
+
+def _layer_index(where: str) -> int | None:
+    """The last numeric component of a module path (``h.3.attn`` -> 3), if any."""
+    found = re.findall(r"(?:^|\.)(\d+)(?=\.|$|#)", where)
+    return int(found[-1]) if found else None
+
+
+def likely_causes(ratio: float, head_dim: int, n_heads: int | None, where: str) -> list[str]:
+    """Sentences naming what produces ``ratio`` = scale x sqrt(head_dim), most specific first."""
+    causes = []
+    if _near(ratio, math.sqrt(head_dim)):
+        causes.append("no scale at all: q·kᵀ reaches the softmax unscaled")
+    if _near(ratio, 1 / math.sqrt(head_dim)):
+        causes.append(
+            "double scaling: 1/√head_dim is applied twice, once to q (or k) and once "
+            "to the product, for a total of 1/head_dim"
+        )
+    if n_heads and n_heads > 1 and _near(ratio, 1 / math.sqrt(n_heads)):
+        causes.append(
+            f"the scores are divided by √d_model = √({n_heads}·{head_dim}) instead of √head_dim"
+        )
+    layer = _layer_index(where)
+    if layer is not None and layer > 0 and _near(ratio, 1 / (layer + 1)):
+        causes.append(
+            f"an extra factor 1/(layer index + 1) = 1/{layer + 1}, as GPT-2's "
+            "scale_attn_by_inverse_layer_idx applies on purpose"
+        )
+    if not causes:
+        divisor = head_dim / ratio**2
+        causes.append(
+            f"the scores are divided by √{divisor:.4g} instead of √{head_dim}: the scale is "
+            "computed from another size than the head's, e.g. a query_pre_attn_scalar "
+            "(Gemma) or a config head_dim that differs from hidden_size/num_heads"
+        )
+    return causes
+
+
+def _scale_findings(
+    where: str, s: AttentionStats, th: Mapping[str, float], expected: float | None
+) -> list[Finding]:
+    if s.scale is None or not s.head_dim or s.scale <= 0 or not math.isfinite(s.scale):
+        return []
+    tol = th["scale_ratio"]
+    reference = 1 / math.sqrt(s.head_dim)
+    ratio = s.scale / reference
+    read = (
+        f"The scores are multiplied by {s.scale:.4g} ({s.scale_source}), "
+        f"{ratio:.3g} × 1/√head_dim for head_dim {s.head_dim}."
+    )
+    link = _link("scale-mismatch")
+    if expected is not None:
+        off = s.scale / expected
+        if 1 / tol <= off <= tol:
+            if 1 / tol <= ratio <= tol:
+                return []
+            return [
+                Finding(
+                    "scale-mismatch",
+                    "info",
+                    where,
+                    f"{read} This is the scale declared with expected_scale ({expected:.4g}), "
+                    f"so it is treated as intended. {link}",
+                )
+            ]
+        return [
+            Finding(
+                "scale-mismatch",
+                "warning",
+                where,
+                f"{read} The declared expected_scale is {expected:.4g}, {off:.3g} times "
+                f"smaller than what the code applies. Check every place the scores, q or k "
+                f"are multiplied. {link}",
+            )
+        ]
+    if 1 / tol <= ratio <= tol:
+        return []
+    folded = (
+        s.q_std is not None
+        and s.k_std is not None
+        and s.k_std > 0
+        and ratio > tol
+        and 1 / tol <= ratio * s.q_std / s.k_std <= tol
+    )
+    if folded:
+        return [
+            Finding(
+                "scale-mismatch",
+                "info",
+                where,
+                f"{read} The factor is folded into the initialisation, as in T5: the queries "
+                f"are {s.k_std / s.q_std:.3g} times smaller than the keys (std "
+                f"{s.q_std:.3g} against {s.k_std:.3g}), which makes up for the missing "
+                f"1/√head_dim at the start. Training does not keep that balance: watch the "
+                f"logit spread. {link}",
+            )
+        ]
+    causes = " Or: ".join(likely_causes(ratio, s.head_dim, s.n_heads, where.split(" (")[0]))
+    if ratio > tol:
+        effect = (
+            "Logits come out wider than 1/√head_dim intends, so attention is sharper, "
+            "the more so the larger head_dim, and training pushes the softmax into "
+            "saturation sooner."
+        )
+    else:
+        effect = (
+            "Logits come out compressed, so attention stays close to uniform until the "
+            "q and k weights grow to make up for it."
+        )
+    severity: Severity = "warning"
+    if ratio > tol and s.logit_std > th["max_logit_std"]:
+        severity = "error"
+        effect += f" The measured within-row logit std is already {s.logit_std:.3g}."
+    return [
+        Finding(
+            "scale-mismatch",
+            severity,
+            where,
+            f"{read} Likely cause: {causes}. {effect} Fix: multiply q·kᵀ by 1/√head_dim "
+            f"exactly once; if this scale is intended, declare it with "
+            f"AttentionMonitor(expected_scale=...). {link}",
+        )
+    ]
+
+
+def diagnose(
+    where: str,
+    s: AttentionStats,
+    thresholds: Mapping[str, float],
+    expected_scale: float | None = None,
+) -> list[Finding]:
+    """Return the findings for one call's statistics.
+
+    Parameters
+    ----------
+    where : str
+        The call site, used in the findings and to recognise a layer index.
+    s : AttentionStats
+        The statistics of one call.
+    thresholds : Mapping[str, float]
+        Every key of [THRESHOLDS][attnscale.THRESHOLDS].
+    expected_scale : float, optional
+        The scale the user declared for this site, if any.
+    """
+    th = thresholds
+    where = f"{where} (step {s.step})"
+    out: list[Finding] = []
+    if s.nonfinite_logits or s.nonfinite_outputs:
+        out.append(
+            Finding(
+                "non-finite",
+                "error",
+                where,
+                f"Measured {s.nonfinite_logits} NaN or +inf logits, and {s.nonfinite_outputs} "
+                f"query rows with a valid key whose attention output is not finite "
+                f"({s.dtype}). NaN spreads to every output and gradient it touches. Look for "
+                f"overflow of QKᵀ in half precision or exploding activations; scale q before "
+                f"the product, or compute the scores in float32. {_link('non-finite')}",
+            )
+        )
+    if s.masked_rows:
+        bad = s.masked_rows_nonfinite
+        out.append(
+            Finding(
+                "masked-rows",
+                "error" if bad else "info",
+                where,
+                f"{s.masked_rows} sampled query rows have no valid key at all (the first at "
+                f"index {s.first_masked_row}, as (batch, head, row)); {bad} of them give a "
+                f"non-finite output. "
+                + (
+                    "A softmax over nothing is 0/0: that NaN reaches the loss unless the row "
+                    "is dropped. Give every query at least one key, or zero those rows after "
+                    "the attention."
+                    if bad
+                    else "Their outputs are finite (a finite mask value makes such a row "
+                    "uniform); this is normal for padding queries, whose outputs are unused."
+                )
+                + f" {_link('masked-rows')}",
+            )
+        )
+    if s.dtype == "float16" and s.max_abs_qk is not None:
+        reach = s.max_abs_qk / _FP16_MAX
+        if reach >= 1 / th["fp16_headroom"]:
+            out.append(
+                Finding(
+                    "fp16-overflow-risk",
+                    "error" if reach >= 1 else "warning",
+                    where,
+                    f"Measured max |q·k| before scaling = {s.max_abs_qk:.4g}, {reach:.2g} of "
+                    f"the float16 maximum 65504. Beyond it the product becomes inf and the "
+                    f"softmax NaN. Multiply q by the scale before QKᵀ (or use "
+                    f"F.scaled_dot_product_attention), compute the scores in float32 or "
+                    f"bfloat16, or normalise q and k. {_link('fp16-overflow-risk')}",
+                )
+            )
+    out.extend(_scale_findings(where, s, th, expected_scale))
+    big, sat = th["large_logit_std"], th["saturated_fraction"]
+    if math.isfinite(s.logit_std) and (s.logit_std > big or s.saturated_fraction > sat):
+        severe = s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9)
+        out.append(
+            Finding(
+                "large-logits",
+                "error" if severe else "warning",
+                where,
+                f"Measured within-row logit std {s.logit_std:.3g}, max |logit| "
+                f"{s.max_abs_logit:.3g}, and {100 * s.saturated_fraction:.3g}% of the rows "
+                f"with two or more keys have a max probability above {th['saturation']}. "
+                f"The softmax is in its collapse region: saturated rows pass almost no "
+                f"gradient, and small input changes flip the chosen key. Check the scale, "
+                f"add QK-LayerNorm or a logit soft-cap, or lower the learning rate. "
+                f"{_link('large-logits')}",
+            )
+        )
+    ent = th["entropy_fraction"]
+    if math.isfinite(s.min_head_entropy_fraction) and s.min_head_entropy_fraction < ent:
+        out.append(
+            Finding(
+                "entropy-collapse",
+                "error" if s.min_head_entropy_fraction < ent / 4 else "warning",
+                where,
+                f"Measured entropy down to {s.min_head_entropy_fraction:.3g} of log(n) in a "
+                f"head (mean over heads {s.entropy_fraction:.3g}; mean max probability "
+                f"{s.max_prob:.3g}): rows are near one-hot. Entropy collapse goes with "
+                f"unstable training (Zhai et al. 2023, arXiv:2303.06296) unless the task "
+                f"really wants one-hot attention. Lower the learning rate, add QK-LayerNorm "
+                f"or σReparam, and check the scale. {_link('entropy-collapse')}",
+            )
+        )
+    return out
+
+
+def no_attention(unmatched_softmax: int) -> Finding:
+    """The finding for a monitored block in which no attention was measured."""
+    if unmatched_softmax:
+        why = (
+            f"{unmatched_softmax} softmax calls over a last axis were seen, but none over "
+            "a product of two activations (q·kᵀ), so none could be read as attention. The "
+            "scores may come from a kernel the monitor cannot see into (FlashAttention, "
+            "xformers, a custom CUDA op), or through operations it does not follow."
+        )
+    else:
+        why = (
+            "Neither F.scaled_dot_product_attention, nn.MultiheadAttention, "
+            "nn.TransformerEncoderLayer nor a softmax over a q·kᵀ product ran inside the "
+            "with-block for the monitored model. Check that the model ran inside the block, "
+            "and that the model given to the monitor is the one that ran."
+        )
+    return Finding(
+        "no-attention",
+        "warning",
+        "-",
+        f"No attention was measured, so this report cannot vouch for anything. {why} "
+        f"{_link('no-attention')}",
+    )

@@ -1,0 +1,278 @@
+"""The monitor's report types and their text and dict forms."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Literal
+
+from .. import _checks
+
+__all__ = [
+    "GUIDE_URL",
+    "SEVERITY_RANK",
+    "AttentionRecord",
+    "AttentionStats",
+    "Finding",
+    "MonitorReport",
+    "Severity",
+]
+
+#: Base URL of the debugging-checklist section of the guide; each finding's
+#: message links to one page below it. Pages are built from
+#: ``examples/05_debugging/plot_*.py`` (MkDocs directory URLs).
+GUIDE_URL = "https://attnscale.github.io/attnscale/generated/gallery/05_debugging/"
+
+Severity = Literal["info", "warning", "error"]
+SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
+
+
+@dataclasses.dataclass
+class AttentionStats:
+    r"""Statistics of one attention call (one step of a call site's time series).
+
+    Logit statistics are taken over entries that are finite and not masked;
+    ``logit_std`` is the within-row standard deviation (softmax ignores a
+    shift of a row, so this is the spread that matters). Probabilities are
+    recomputed in float32 from the logits. Entropy, maximum probability and
+    saturation are taken over query rows with at least two valid keys: a row
+    with one valid key (the first row of causal attention) is one-hot by
+    construction, and a row with none is counted in ``masked_rows`` instead.
+
+    ``scale`` is the factor $c$ in $\mathrm{softmax}(c\,q\cdot k)$ as the
+    monitor read it, and ``scale_source`` says how: ``"sdpa-argument"``,
+    ``"sdpa-default"``, ``"multihead_attention"`` (the module always uses
+    $1/\sqrt{d_h}$), ``"traced"`` (hand-written attention: the product of the
+    scalar factors applied to $q$, $k$ and $QK^\top$ on the way to the
+    softmax) or ``"fitted"`` (a least-squares fit of the softmax input against
+    the $QK^\top$ product, when the path from one to the other went through
+    operations the monitor does not follow; ``scale_fit_residual`` is its
+    relative residual). ``softcap`` is the cap $t$ of a
+    $t\tanh(x/t)$ soft-cap on that path. ``grad_norm`` is the L2 norm of the
+    gradient of the loss with respect to the softmax input, over the sampled
+    batch elements and query rows, filled during backward; see
+    [AttentionMonitor][attnscale.AttentionMonitor] for when it stays None.
+
+    ``nonfinite_logits`` counts NaN and $+\infty$ logits; ``nonfinite_outputs``
+    counts query rows with at least one valid key whose attention weights (or
+    output, for SDPA) hold a non-finite value. Rows with no valid key are
+    ``masked_rows``, of which ``masked_rows_nonfinite`` have a non-finite
+    output; ``first_masked_row`` is the index of the first of them (batch,
+    head, query row).
+    """
+
+    step: int
+    path: str
+    shape: tuple[int, ...]
+    dtype: str
+    head_dim: int | None
+    n_heads: int | None
+    scale: float | None
+    scale_ratio: float | None
+    scale_source: str
+    scale_fit_residual: float | None
+    softcap: float | None
+    q_std: float | None
+    k_std: float | None
+    max_abs_qk: float | None
+    logit_mean: float
+    logit_std: float
+    max_abs_logit: float
+    entropy: float
+    entropy_fraction: float
+    min_head_entropy_fraction: float
+    max_prob: float
+    saturated_fraction: float
+    masked_fraction: float
+    masked_rows: int
+    masked_rows_nonfinite: int
+    first_masked_row: tuple[int, ...] | None
+    nonfinite_logits: int
+    nonfinite_outputs: int
+    sampled_rows: int
+    grad_norm: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""
+        return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
+
+
+@dataclasses.dataclass
+class AttentionRecord:
+    """One attention call site and its statistics, one entry per call (step).
+
+    Attributes
+    ----------
+    where : str
+        Module path (``layers.0.self_attn``) or class path of the caller, with
+        ``#i`` appended for the i-th attention in one module call (i > 0).
+    kind : str
+        ``"sdpa"``, ``"multihead_attention"`` or ``"softmax(QK^T)"``.
+    series : list of AttentionStats
+        One entry per call, in order.
+    """
+
+    where: str
+    kind: str
+    series: list[AttentionStats] = dataclasses.field(default_factory=list)
+
+    @property
+    def last(self) -> AttentionStats:
+        """Statistics of the most recent call."""
+        return self.series[-1]
+
+    def values(self, name: str) -> list[Any]:
+        """Return one statistic over the series, e.g. ``values("entropy")``.
+
+        Raises
+        ------
+        ValueError
+            If ``name`` is not a field of [AttentionStats][attnscale.AttentionStats].
+        """
+        fields = [f.name for f in dataclasses.fields(AttentionStats)]
+        _checks.one_of(name, "name", fields)
+        return [getattr(s, name) for s in self.series]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return the record as a JSON-serialisable dict."""
+        return {
+            "where": self.where,
+            "kind": self.kind,
+            "series": [s.to_dict() for s in self.series],
+        }
+
+
+@dataclasses.dataclass
+class Finding:
+    """One diagnosis: what was measured, why it matters, how to fix it.
+
+    Attributes
+    ----------
+    code : str
+        ``scale-mismatch``, ``large-logits``, ``entropy-collapse``,
+        ``masked-rows``, ``non-finite``, ``fp16-overflow-risk``,
+        ``no-attention`` or ``monitor-error``.
+    severity : str
+        ``"info"``, ``"warning"`` or ``"error"``.
+    where : str
+        The call site, as in [AttentionRecord][attnscale.AttentionRecord].
+    message : str
+        Measurement, consequence, fix and a link to the guide.
+    """
+
+    code: str
+    severity: Severity
+    where: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the finding as a dict of strings."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass
+class MonitorReport:
+    """What an [AttentionMonitor][attnscale.AttentionMonitor] saw.
+
+    Attributes
+    ----------
+    records : list of AttentionRecord
+        One per call site, in order of first call.
+    findings : list of Finding
+        Sorted by severity (errors first).
+    """
+
+    records: list[AttentionRecord]
+    findings: list[Finding]
+
+    def by_severity(self, severity: str) -> list[Finding]:
+        """Return the findings of one severity.
+
+        Raises
+        ------
+        ValueError
+            If ``severity`` is not ``"info"``, ``"warning"`` or ``"error"``.
+        """
+        _checks.one_of(severity, "severity", SEVERITY_RANK)
+        return [f for f in self.findings if f.severity == severity]
+
+    def codes(self, min_severity: str = "warning") -> set[str]:
+        """Return the finding codes at ``min_severity`` or worse.
+
+        Raises
+        ------
+        ValueError
+            If ``min_severity`` is not a severity name.
+        """
+        _checks.one_of(min_severity, "min_severity", SEVERITY_RANK)
+        rank = SEVERITY_RANK[min_severity]
+        return {f.code for f in self.findings if SEVERITY_RANK[f.severity] >= rank}
+
+    def record(self, where: str) -> AttentionRecord:
+        """Return the record of one call site.
+
+        Raises
+        ------
+        KeyError
+            If no call site is called ``where``.
+        """
+        for r in self.records:
+            if r.where == where:
+                return r
+        raise KeyError(
+            f"no attention call site {where!r}; known: {[r.where for r in self.records]}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Return a JSON-serialisable dict with ``records`` and ``findings``."""
+        return {
+            "records": [r.to_dict() for r in self.records],
+            "findings": [f.to_dict() for f in self.findings],
+        }
+
+    def __str__(self) -> str:
+        if not self.records:
+            lines = ["AttentionMonitor: no attention computation was captured."]
+        else:
+            head = (
+                f"{'where':<28} {'kind':<19} {'calls':>5} {'d_h':>4} {'scale/ref':>9} "
+                f"{'logit sd':>8} {'max|l|':>8} {'H/logn':>6} {'max p':>6} {'sat':>5} "
+                f"{'nonfin':>6} dtype"
+            )
+            lines = [head, "-" * len(head)]
+            for r in self.records:
+                s = r.last
+                lines.append(
+                    f"{_clip(r.where, 28):<28} {r.kind:<19} {len(r.series):>5} "
+                    f"{_fmt(s.head_dim, 'd'):>4} {_fmt(s.scale_ratio, '.3g'):>9} "
+                    f"{s.logit_std:>8.3g} {s.max_abs_logit:>8.3g} {s.entropy_fraction:>6.3f} "
+                    f"{s.max_prob:>6.3f} {s.saturated_fraction:>5.2f} "
+                    f"{s.nonfinite_logits + s.nonfinite_outputs:>6d} {s.dtype}"
+                )
+            lines.append(
+                "(statistics of each site's last call; scale/ref = effective scale "
+                "x sqrt(head_dim))"
+            )
+        lines.append("")
+        if not self.findings:
+            lines.append("No findings.")
+        for f in self.findings:
+            lines.append(f"[{f.severity.upper()}] {f.code} at {f.where}:")
+            lines.append(f"    {f.message}")
+        return "\n".join(lines)
+
+
+def _clip(s: str, n: int) -> str:
+    return s if len(s) <= n else "…" + s[-(n - 1) :]
+
+
+def _fmt(v: float | int | None, spec: str) -> str:
+    return "-" if v is None else format(v, spec)
+
+
+def _jsonable(v: object) -> object:
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, tuple):
+        return list(v)
+    return v

@@ -1,0 +1,130 @@
+"""Statistics of one attention call, computed from sampled logits."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+__all__ = ["logit_stats", "tensor_std"]
+
+
+@torch.no_grad()
+def logit_stats(
+    logits: torch.Tensor,
+    *,
+    mask_value: float,
+    saturation: float,
+    outputs: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
+) -> dict[str, Any]:
+    """Statistics of attention logits of shape (..., rows, k_len).
+
+    Parameters
+    ----------
+    logits : torch.Tensor
+        The softmax input of the sampled rows; entries at or below
+        ``mask_value`` (``-inf`` included) count as masked.
+    mask_value, saturation : float
+        The monitor's thresholds of the same names.
+    outputs : torch.Tensor, optional
+        What the model computed for these rows, shape (..., rows, m): the
+        attention weights, or the attention output where the weights never
+        exist (SDPA). Rows with a non-finite value in it are counted; without
+        it, the softmax of ``logits`` stands in.
+    rows : torch.Tensor, optional
+        The original query index of each sampled row, to report where a fully
+        masked row is.
+    """
+    x = logits.detach().float()
+    # every entry is exactly one of: valid, masked (<= mask_value, -inf included), NaN or +inf
+    valid = (x > mask_value) & (x != math.inf)
+    n_masked = (x <= mask_value).sum()
+    count = valid.sum(-1)  # (..., rows)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    x0 = torch.where(valid, x, zero)
+    row_mean = x0.sum(-1, keepdim=True) / count.unsqueeze(-1).clamp_min(1)  # (..., rows, 1)
+    centred = torch.where(valid, x - row_mean, zero)
+    logp = torch.log_softmax(torch.where(valid, x, -math.inf), dim=-1)  # NaN in empty rows
+    p = torch.where(valid, logp.exp(), zero)
+    ent = -torch.where(valid, p * logp, zero).sum(-1)  # (..., rows)
+    # rows with one valid key are one-hot by construction: not evidence of saturation
+    live = count >= 2  # (..., rows)
+    frac = torch.where(live, ent / torch.log(count.float().clamp_min(2)), zero)
+    pmax = torch.where(live, p.max(-1).values, zero)  # (..., rows)
+    n_live = live.sum()
+    if x.dim() >= 3:
+        # mean entropy fraction per head: heads are the third-to-last axis
+        axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
+        heads_live = live.sum(dim=axes)
+        per_head = frac.sum(dim=axes) / heads_live.clamp_min(1)
+        min_head = torch.where(heads_live > 0, per_head, math.inf).min()
+    else:
+        min_head = frac.sum() / n_live.clamp_min(1)
+    empty = count == 0  # (..., rows): no valid key at all
+    # a row's output is bad when it has a non-finite value; without the model's own
+    # output, the softmax of the logits stands in for it
+    out = torch.softmax(x, dim=-1) if outputs is None else outputs.detach()
+    bad_out = ~torch.isfinite(out).all(-1)  # (..., rows)
+    # one transfer for all scalars (one device sync on GPU)
+    scalars = torch.stack(
+        [
+            valid.sum().to(x.dtype),
+            x0.sum(),
+            (centred * centred).sum(),
+            x0.abs().max() if x.numel() else zero,
+            ent.masked_fill(~live, 0).sum(),
+            frac.sum(),
+            min_head.to(x.dtype),
+            pmax.sum(),
+            ((pmax > saturation) & live).sum().to(x.dtype),
+            n_masked.to(x.dtype),
+            n_live.to(x.dtype),
+            empty.sum().to(x.dtype),
+            (empty & bad_out).sum().to(x.dtype),
+            (~empty & bad_out).sum().to(x.dtype),
+        ]
+    ).tolist()
+    (tot, xsum, sq, max_abs, ent_sum, frac_sum, min_head_f, pmax_sum, sat, masked, n_rows) = (
+        scalars[:11]
+    )
+    n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[11:])
+    nonfinite = x.numel() - int(tot) - int(masked)
+    if tot > 0:
+        logit_mean, logit_std = xsum / tot, math.sqrt(sq / tot)
+    else:
+        logit_mean = logit_std = max_abs = math.nan
+    nan = math.nan
+    first: tuple[int, ...] | None = None
+    if n_empty:
+        idx = [int(i) for i in empty.nonzero()[0]]
+        if rows is not None:
+            idx[-1] = int(rows[idx[-1]])
+        first = tuple(idx)
+    return {
+        "logit_mean": logit_mean,
+        "logit_std": logit_std,
+        "max_abs_logit": max_abs,
+        "entropy": ent_sum / n_rows if n_rows else nan,
+        "entropy_fraction": frac_sum / n_rows if n_rows else nan,
+        "min_head_entropy_fraction": min_head_f if n_rows else nan,
+        "max_prob": pmax_sum / n_rows if n_rows else nan,
+        "saturated_fraction": sat / n_rows if n_rows else 0.0,
+        "masked_fraction": masked / max(x.numel(), 1),
+        "masked_rows": n_empty,
+        "masked_rows_nonfinite": n_empty_bad,
+        "first_masked_row": first,
+        "nonfinite_logits": nonfinite,
+        "nonfinite_outputs": n_live_bad,
+        "sampled_rows": int(count.numel()),
+    }
+
+
+def tensor_std(t: torch.Tensor | None) -> float | None:
+    """Standard deviation of a tensor's finite entries (None for fewer than two)."""
+    if t is None:
+        return None
+    f = t.detach().float()
+    f = f[torch.isfinite(f)]
+    return float(f.std()) if f.numel() >= 2 else None
