@@ -593,3 +593,249 @@ def test_thresholds_are_documented_defaults() -> None:
     assert {k: v for k, v in mon.thresholds.items() if k != "scale_ratio"} == {
         k: v for k, v in THRESHOLDS.items() if k != "scale_ratio"
     }
+
+
+# --- every way attention is written (issue: the monitor on real code) ----
+
+
+class WrittenAttention(nn.Module):
+    """Causal self-attention written one of several ways, with a fused qkv projection.
+
+    ``product`` picks the q·kᵀ operation; ``scale_on`` picks where 1/sqrt(d) goes
+    (``"q"`` is a slice of the fused projection, as timm writes it); ``scale`` is
+    the factor itself, so a wrong or missing one can be planted.
+    """
+
+    def __init__(self, product: str, scale_on: str, scale: float | None = None) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(D_MODEL, 3 * D_MODEL)
+        self.product, self.scale_on = product, scale_on
+        self.scale = D_HEAD**-0.5 if scale is None else scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        qkv = self.qkv(x).reshape(b, n, 3, HEADS, D_HEAD).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.unbind(0)  # each (b, heads, n, d)
+        if self.scale_on == "q":
+            q = qkv[0] * self.scale
+        elif self.scale_on == "k":
+            k = k / (1 / self.scale)
+        alpha = self.scale if self.scale_on == "product" else 1.0
+        if self.product == "einsum":
+            s = torch.einsum("bhqd,bhkd->bhqk", q, k) * alpha
+        elif self.product == "baddbmm":
+            qf, kf = q.reshape(b * HEADS, n, D_HEAD), k.reshape(b * HEADS, n, D_HEAD)
+            s = torch.baddbmm(
+                torch.empty(b * HEADS, n, n), qf, kf.transpose(1, 2), beta=0, alpha=alpha
+            ).view(b, HEADS, n, n)
+        elif self.product == "bmm-kw":
+            qf, kf = q.reshape(b * HEADS, n, D_HEAD), k.reshape(b * HEADS, n, D_HEAD)
+            s = torch.bmm(input=qf, mat2=kf.transpose(1, 2)).view(b, HEADS, n, n) * alpha
+        else:  # matmul with keywords
+            s = torch.matmul(input=q, other=k.transpose(-2, -1)) * alpha
+        causal = torch.ones(n, n, dtype=torch.bool).tril()
+        s = s.masked_fill(~causal, float("-inf"))
+        w = F.softmax(input=s, dim=-1)
+        return (w @ v).transpose(1, 2).reshape(b, n, D_MODEL)
+
+
+@pytest.mark.parametrize("product", ["matmul-kw", "bmm-kw", "baddbmm", "einsum"])
+@pytest.mark.parametrize("scale_on", ["q", "k", "product"])
+def test_every_product_and_scale_place_is_read(product: str, scale_on: str) -> None:
+    torch.manual_seed(0)
+    x = _x()
+    healthy = WrittenAttention(product, scale_on)
+    ref = healthy(x)
+    with AttentionMonitor(healthy) as mon:
+        out = healthy(x)
+    assert torch.equal(ref, out)
+    rec = mon.report()
+    assert len(rec.records) == 1
+    assert rec.records[0].last.scale_ratio == pytest.approx(1.0, rel=1e-6)
+    assert rec.records[0].last.scale_source == "traced"
+    assert rec.codes("warning") == set(), str(rec)
+    unscaled = WrittenAttention(product, scale_on, scale=1.0)
+    with AttentionMonitor(unscaled) as mon:
+        unscaled(x)
+    rep = mon.report()
+    assert rep.records[0].last.scale_ratio == pytest.approx(math.sqrt(D_HEAD), rel=1e-6)
+    assert _sev(rep, "scale-mismatch") & {"warning", "error"}, str(rep)
+    assert "no scale at all" in str(rep)
+
+
+def test_missing_scale_is_a_warning_even_with_tiny_logits() -> None:
+    # fresh models have tiny logits whatever their scale: the verdict must follow the code
+    torch.manual_seed(0)
+    model = WrittenAttention("matmul-kw", "q", scale=1.0)
+    with torch.no_grad():
+        model.qkv.weight.mul_(0.01)
+    with AttentionMonitor(model) as mon:
+        model(_x())
+    rep = mon.report()
+    assert rep.records[0].last.logit_std < 0.1
+    assert _sev(rep, "scale-mismatch") == {"warning"}
+
+
+def test_short_causal_rows_are_not_saturation() -> None:
+    # the first causal row has one key and a max probability of 1 by construction
+    torch.manual_seed(0)
+    model = WrittenAttention("matmul-kw", "q")
+    with AttentionMonitor(model) as mon:
+        model(torch.randn(2, 6, D_MODEL))
+    rep = mon.report()
+    assert rep.records[0].last.saturated_fraction == 0.0
+    assert rep.codes("warning") == set(), str(rep)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: torch.softmax(input=s, dim=-1),
+        lambda s: F.softmax(input=s, dim=-1),
+        lambda s: s.softmax(dim=-1),
+        lambda s: torch.matmul(input=s, other=s),
+        lambda s: torch.bmm(input=s[0], mat2=s[0]),
+        lambda s: s.matmul(other=s),
+        lambda s: torch.einsum("bhij,bhjk->bhik", s, s),
+        lambda s: torch.baddbmm(s[0], s[0], s[0], beta=0.5, alpha=2.0),
+    ],
+)
+def test_keyword_calls_behave_as_without_monitor(call: Callable[[torch.Tensor], object]) -> None:
+    s = torch.randn(2, 3, 5, 5)
+    ref = call(s)
+    with AttentionMonitor():
+        out = call(s)
+    assert isinstance(out, torch.Tensor) and isinstance(ref, torch.Tensor)
+    assert torch.equal(ref, out)
+
+
+def test_exceptions_are_the_same_with_monitor() -> None:
+    a, b = torch.randn(2, 3), torch.randn(4, 5)
+    with pytest.raises(RuntimeError) as plain:
+        torch.matmul(a, b)
+    with AttentionMonitor(), pytest.raises(RuntimeError) as watched:
+        torch.matmul(a, b)
+    assert str(plain.value) == str(watched.value)
+
+
+def test_softmax_bound_before_the_block_is_seen() -> None:
+    softmax = torch.softmax  # a local name made before the monitor starts
+    q = torch.randn(2, 4, 10, 16)
+    with AttentionMonitor() as mon:
+        softmax(q @ q.transpose(-2, -1) / 4.0, -1)
+    assert len(mon.report().records) == 1
+
+
+def _mode_stack() -> list[object]:
+    return [
+        torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())
+    ]
+
+
+def test_out_of_order_exit_leaves_torch_as_it_was() -> None:
+    before = (_patched_objects(), _mode_stack())
+    first, second = AttentionMonitor(), AttentionMonitor()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # out of order
+    second.__exit__(None, None, None)
+    assert (_patched_objects(), _mode_stack()) == before
+    s = torch.randn(2, 5, 5)
+    assert torch.equal(torch.softmax(input=s, dim=-1), s.softmax(-1))
+
+
+def test_monitor_can_be_reused() -> None:
+    model = HandAttention("ok")
+    mon = AttentionMonitor(model)
+    for _ in range(2):
+        with mon:
+            model(_x())
+    assert len(mon.report().records[0].series) == 1  # each use starts afresh
+    assert _mode_stack() == []
+
+
+def test_nested_monitors_see_the_same_sites_and_no_phantoms() -> None:
+    model = HandAttention("ok")
+    with AttentionMonitor(model) as outer:
+        with AttentionMonitor(model) as inner:
+            model(_x()).sum().backward()
+        model(_x()).sum().backward()
+    outer_rep, inner_rep = outer.report(), inner.report()
+    assert [r.where for r in inner_rep.records] == ["HandAttention"]
+    assert [r.where for r in outer_rep.records] == ["HandAttention"]
+    assert len(inner_rep.records[0].series) == 1
+    assert len(outer_rep.records[0].series) == 2
+    assert outer_rep.records[0].series[0].grad_norm == inner_rep.records[0].series[0].grad_norm
+
+
+def test_records_only_the_given_model() -> None:
+    torch.manual_seed(0)
+    watched, other = HandAttention("ok"), HandAttention("none")
+    with AttentionMonitor(watched) as mon:
+        watched(_x())
+        other(_x())
+    rep = mon.report()
+    assert [(r.where, len(r.series)) for r in rep.records] == [("HandAttention", 1)]
+    assert rep.codes("warning") == set()
+    with AttentionMonitor([watched, other]) as both:
+        watched(_x())
+        other(_x())
+    assert [r.where for r in both.report().records] == ["0", "1"]
+
+
+def test_classifier_softmax_is_not_attention() -> None:
+    torch.manual_seed(0)
+    head = nn.Linear(D_MODEL, 10)
+
+    class Classifier(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.head = head
+
+        def forward(self, h: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(h @ self.head.weight.T * 30.0, dim=-1)
+
+    model = Classifier()
+    with AttentionMonitor(model) as mon:
+        model(torch.randn(4, 7, D_MODEL))
+    rep = mon.report()
+    assert rep.records == []
+    assert rep.codes("warning") == {"no-attention"}
+    assert "1 softmax calls" in str(rep)
+
+
+def test_fully_masked_row_is_its_own_finding() -> None:
+    torch.manual_seed(0)
+    q = torch.randn(1, 2, 6, 16)
+    keep = torch.ones(6, 6, dtype=torch.bool)
+    keep[3] = False  # query row 3 sees no key
+    with AttentionMonitor() as mon:
+        s = (q @ q.transpose(-2, -1) / 4.0).masked_fill(~keep, float("-inf"))
+        torch.softmax(s, dim=-1)
+    rep = mon.report()
+    stats = rep.records[0].last
+    assert (stats.masked_rows, stats.masked_rows_nonfinite) == (2, 2)  # one per head
+    assert stats.first_masked_row == (0, 0, 3)
+    assert math.isfinite(stats.entropy)
+    assert _sev(rep, "masked-rows") == {"error"}
+    assert "entropy-collapse" not in rep.codes("info")
+    assert "non-finite" not in rep.codes("info")
+    with AttentionMonitor() as mon:  # SDPA gives zeros there: finite, info only
+        F.scaled_dot_product_attention(q, q, q, attn_mask=keep)
+    assert _sev(mon.report(), "masked-rows") == {"info"}
+
+
+def test_expected_scale_declares_an_intended_scale() -> None:
+    torch.manual_seed(0)
+    model = WrittenAttention("matmul-kw", "product", scale=1 / D_HEAD)  # muP-style 1/d
+    for declared in (1 / D_HEAD, {"Written*": 1 / D_HEAD}, lambda site, d: 1 / d):
+        with AttentionMonitor(model, expected_scale=declared) as mon:
+            model(_x())
+        assert _sev(mon.report(), "scale-mismatch") == {"info"}, declared
+    with AttentionMonitor(model, expected_scale=1.0) as mon:
+        model(_x())
+    assert _sev(mon.report(), "scale-mismatch") == {"warning"}
+    with pytest.raises(ValueError, match="expected_scale"):
+        AttentionMonitor(expected_scale=-1.0)
+    with pytest.raises(TypeError, match="expected_scale"):
+        AttentionMonitor(expected_scale="1/8")  # type: ignore[arg-type]

@@ -532,6 +532,8 @@ class Capture(TorchFunctionMode):
             first = 1 if func in (torch.baddbmm, _TB.baddbmm) else 0
             a = _arg(args, kwargs, first, "batch1" if first else "input")
             b = _arg(args, kwargs, first + 1, "batch2" if first else "other")
+            if b is None and not first:
+                b = kwargs.get("mat2")  # bmm's name for it
             if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
                 return
             if a.dim() < 2 or b.dim() < 2:

@@ -98,7 +98,7 @@ def likely_causes(ratio: float, head_dim: int, n_heads: int | None, where: str) 
 
 
 def _scale_findings(
-    where: str, s: AttentionStats, th: Mapping[str, float], expected: float | None
+    site: str, where: str, s: AttentionStats, th: Mapping[str, float], expected: float | None
 ) -> list[Finding]:
     if s.scale is None or not s.head_dim or s.scale <= 0 or not math.isfinite(s.scale):
         return []
@@ -156,7 +156,7 @@ def _scale_findings(
                 f"logit spread. {link}",
             )
         ]
-    causes = " Or: ".join(likely_causes(ratio, s.head_dim, s.n_heads, where.split(" (")[0]))
+    causes = " Or: ".join(likely_causes(ratio, s.head_dim, s.n_heads, site))
     if ratio > tol:
         effect = (
             "Logits come out wider than 1/√head_dim intends, so attention is sharper, "
@@ -204,7 +204,7 @@ def diagnose(
         The scale the user declared for this site, if any.
     """
     th = thresholds
-    where = f"{where} (step {s.step})"
+    site, where = where, f"{where} (step {s.step})"
     out: list[Finding] = []
     if s.nonfinite_logits or s.nonfinite_outputs:
         out.append(
@@ -234,8 +234,9 @@ def diagnose(
                     "is dropped. Give every query at least one key, or zero those rows after "
                     "the attention."
                     if bad
-                    else "Their outputs are finite (a finite mask value makes such a row "
-                    "uniform); this is normal for padding queries, whose outputs are unused."
+                    else "Their outputs are finite (SDPA returns zeros for such rows, and a "
+                    "finite mask value makes them uniform); this is normal for padding "
+                    "queries, whose outputs are unused."
                 )
                 + f" {_link('masked-rows')}",
             )
@@ -255,7 +256,7 @@ def diagnose(
                     f"bfloat16, or normalise q and k. {_link('fp16-overflow-risk')}",
                 )
             )
-    out.extend(_scale_findings(where, s, th, expected_scale))
+    out.extend(_scale_findings(site, where, s, th, expected_scale))
     big, sat = th["large_logit_std"], th["saturated_fraction"]
     if math.isfinite(s.logit_std) and (s.logit_std > big or s.saturated_fraction > sat):
         severe = s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9)
