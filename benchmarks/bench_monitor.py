@@ -1,15 +1,20 @@
-"""Overhead of AttentionMonitor on a 4-layer nn.TransformerEncoder forward pass.
+"""Overhead of AttentionMonitor on three models, timed with and without it in one run.
 
-Batch 32 x sequence 128 x width 256, timed with and without the monitor in one
-run. Target: at most 1.5x with statistics on.
+- ``encoder``: a 4-layer ``nn.TransformerEncoder`` (batch 32 x sequence 128 x
+  width 256); in eval mode PyTorch runs its fused fast path.
+- ``gpt2-small``: Hugging Face ``transformers``' GPT-2 at the size of GPT-2
+  small (12 layers, d_model 768, 12 heads), random weights, batch 1 x
+  sequence 256, eager attention (the monitor follows every operation) and
+  sdpa.
+- ``tiny``: the same GPT-2 code at 2 layers of width 64 and 8 tokens; its
+  ratio shows the fixed cost per call rather than the cost per element.
 
-The two measurements are interleaved pair by pair (alternating which one runs
-first), and the table reports the median of the per-pair ratios, so that load
-from other processes hits both sides of a ratio alike. The last column is the
-time spent inside the monitor's own statistics per forward pass, measured
-directly; it does not depend on how busy the machine is in the way the ratio
-does. The load average is printed with the table: on a shared machine, read
-the ratio together with it.
+Target: at most 1.5x on ``encoder`` and ``gpt2-small``. The two measurements
+are interleaved pair by pair (alternating which one runs first), and the table
+reports the median of the per-pair ratios, so that load from other processes
+hits both sides of a ratio alike. The last column is the time spent inside the
+monitor's own statistics per forward pass, measured directly. The load average
+is printed with the table: on a shared machine, read the ratio together with it.
 """
 
 from __future__ import annotations
@@ -20,86 +25,110 @@ import time
 from collections.abc import Callable
 
 import torch
+import transformers
 from torch import nn
 
 from attnscale import AttentionMonitor
+from attnscale.monitor import capture
 
 SEED = 0
-BATCH, SEQ, WIDTH, HEADS, LAYERS = 32, 128, 256, 8, 4
 WARMUP, PAIRS = 1, 7
 
-
-class TimedMonitor(AttentionMonitor):
-    """AttentionMonitor that adds up the time spent in its statistics."""
-
-    stats_seconds = 0.0
-
-    def _safely(self, kind: str, where: str | None, fn: Callable[[], None]) -> None:
-        t0 = time.perf_counter()
-        try:
-            super()._safely(kind, where, fn)
-        finally:
-            TimedMonitor.stats_seconds += time.perf_counter() - t0
+stats_seconds = 0.0
+_guarded = capture.Capture._guarded
 
 
-torch.manual_seed(SEED)
-layer = nn.TransformerEncoderLayer(WIDTH, HEADS, batch_first=True)
-model = nn.TransformerEncoder(layer, LAYERS, enable_nested_tensor=False)
-x = torch.randn(BATCH, SEQ, WIDTH)
-
-
-def forward() -> None:
-    if model.training:
-        model(x)
-    else:
-        with torch.no_grad():
-            model(x)
-
-
-def plain() -> float:
+def timed_guarded(self: capture.Capture, where: str, kind: str, fn: Callable[[], None]) -> None:
+    """Capture._guarded, adding up the time spent in the monitor's statistics."""
+    global stats_seconds
     t0 = time.perf_counter()
-    forward()
-    return time.perf_counter() - t0
+    try:
+        _guarded(self, where, kind, fn)
+    finally:
+        stats_seconds += time.perf_counter() - t0
 
 
-def monitored() -> float:
-    t0 = time.perf_counter()
-    with TimedMonitor(model) as monitor:
-        forward()
-    monitor.report()
-    return time.perf_counter() - t0
+capture.Capture._guarded = timed_guarded  # type: ignore[method-assign]
 
+
+def encoder() -> tuple[nn.Module, Callable[[], object]]:
+    torch.manual_seed(SEED)
+    layer = nn.TransformerEncoderLayer(256, 8, batch_first=True)
+    model = nn.TransformerEncoder(layer, 4, enable_nested_tensor=False)
+    x = torch.randn(32, 128, 256)
+    return model, lambda: model(x)
+
+
+def gpt2(layers: int, width: int, heads: int, seq: int, impl: str) -> Callable[[], tuple]:
+    def build() -> tuple[nn.Module, Callable[[], object]]:
+        torch.manual_seed(SEED)
+        config = transformers.GPT2Config(
+            n_layer=layers, n_embd=width, n_head=heads, n_positions=max(seq, 8)
+        )
+        model = transformers.GPT2Model._from_config(config, attn_implementation=impl)
+        ids = torch.randint(0, config.vocab_size, (1, seq))
+        return model, lambda: model(input_ids=ids)
+
+    return build
+
+
+CASES = {
+    "encoder": encoder,
+    "gpt2-small, eager": gpt2(12, 768, 12, 256, "eager"),
+    "gpt2-small, sdpa": gpt2(12, 768, 12, 256, "sdpa"),
+    "tiny gpt2, eager": gpt2(2, 64, 4, 8, "eager"),
+}
 
 load = os.getloadavg()
 print(
     f"{PAIRS} interleaved pairs per mode, medians; {torch.get_num_threads()} torch threads; "
-    f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs"
+    f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
+    f"transformers {transformers.__version__}"
 )
 print(
-    f"{'mode':<26} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
+    f"{'model':<20} {'mode':<16} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
     f"{'ratio range':>11} {'stats (ms)':>10}"
 )
-for mode in ("eval, no_grad (fast path)", "train, forward"):
-    model.train(mode.startswith("train"))
-    for _ in range(WARMUP):
-        plain()
-        monitored()
-    t_plain: list[float] = []
-    t_mon: list[float] = []
-    TimedMonitor.stats_seconds = 0.0
-    for i in range(PAIRS):
-        if i % 2 == 0:
-            p = plain()
-            m = monitored()
-        else:
-            m = monitored()
-            p = plain()
-        t_plain.append(p)
-        t_mon.append(m)
-    ratios = [m / p for m, p in zip(t_mon, t_plain, strict=True)]
-    print(
-        f"{mode:<26} {1e3 * statistics.median(t_plain):>10.1f} "
-        f"{1e3 * statistics.median(t_mon):>12.1f} {statistics.median(ratios):>6.2f} "
-        f"{min(ratios):>5.2f}-{max(ratios):<5.2f} "
-        f"{1e3 * TimedMonitor.stats_seconds / PAIRS:>10.1f}"
-    )
+for name, build in CASES.items():
+    model, call = build()
+    for mode in ("eval, no_grad", "train, forward"):
+        training = mode.startswith("train")
+        model.train(training)
+
+        def forward() -> None:
+            with torch.set_grad_enabled(training):
+                call()
+
+        def plain() -> float:
+            t0 = time.perf_counter()
+            forward()
+            return time.perf_counter() - t0
+
+        def monitored() -> float:
+            t0 = time.perf_counter()
+            with AttentionMonitor(model) as monitor:
+                forward()
+            monitor.report()
+            return time.perf_counter() - t0
+
+        for _ in range(WARMUP):
+            plain()
+            monitored()
+        t_plain: list[float] = []
+        t_mon: list[float] = []
+        stats_seconds = 0.0
+        for i in range(PAIRS):
+            if i % 2 == 0:
+                p = plain()
+                m = monitored()
+            else:
+                m = monitored()
+                p = plain()
+            t_plain.append(p)
+            t_mon.append(m)
+        ratios = [m / p for m, p in zip(t_mon, t_plain, strict=True)]
+        print(
+            f"{name:<20} {mode:<16} {1e3 * statistics.median(t_plain):>10.1f} "
+            f"{1e3 * statistics.median(t_mon):>12.1f} {statistics.median(ratios):>6.2f} "
+            f"{min(ratios):>5.2f}-{max(ratios):<5.2f} {1e3 * stats_seconds / PAIRS:>10.1f}"
+        )

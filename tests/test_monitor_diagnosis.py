@@ -1,0 +1,166 @@
+"""Unit tests of the monitor's diagnosis: a pure function of hand-built statistics."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import pytest
+
+from attnscale import THRESHOLDS, AttentionStats
+from attnscale.monitor.diagnosis import diagnose, likely_causes, no_attention
+
+D = 64
+
+
+def _stats(**changes: Any) -> AttentionStats:
+    """Statistics of a healthy call (scale 1/sqrt(64), modest logits), with changes."""
+    base = AttentionStats(
+        step=0,
+        path="softmax",
+        shape=(2, 4, 32, 32),
+        dtype="float32",
+        head_dim=D,
+        n_heads=4,
+        scale=D**-0.5,
+        scale_ratio=1.0,
+        scale_source="traced",
+        scale_fit_residual=None,
+        softcap=None,
+        q_std=0.5,
+        k_std=0.5,
+        max_abs_qk=None,
+        logit_mean=0.0,
+        logit_std=0.3,
+        max_abs_logit=1.2,
+        entropy=3.3,
+        entropy_fraction=0.95,
+        min_head_entropy_fraction=0.94,
+        max_prob=0.08,
+        saturated_fraction=0.0,
+        masked_fraction=0.0,
+        masked_rows=0,
+        masked_rows_nonfinite=0,
+        first_masked_row=None,
+        nonfinite_logits=0,
+        nonfinite_outputs=0,
+        sampled_rows=256,
+    )
+    return dataclasses.replace(base, **changes)
+
+
+def _with_scale(scale: float, **changes: Any) -> AttentionStats:
+    return _stats(scale=scale, scale_ratio=scale * math.sqrt(D), **changes)
+
+
+def _codes(findings: list[Any]) -> dict[str, str]:
+    return {f.code: f.severity for f in findings}
+
+
+def test_healthy_statistics_give_no_finding() -> None:
+    assert diagnose("layers.0.attn", _stats(), THRESHOLDS) == []
+
+
+@pytest.mark.parametrize(
+    ("scale", "cause"),
+    [
+        (1.0, "no scale at all"),
+        (1 / D, "double scaling"),
+        (1 / math.sqrt(4 * D), "√d_model = √(4·64)"),
+        (224**-0.5 * 8, "divided by √"),
+    ],
+)
+def test_wrong_scale_is_a_warning_whatever_the_logit_size(scale: float, cause: str) -> None:
+    found = diagnose("blocks.0.attn", _with_scale(scale, logit_std=0.01), THRESHOLDS)
+    assert _codes(found) == {"scale-mismatch": "warning"}
+    assert cause in found[0].message
+    assert f"{scale:.4g}" in found[0].message  # the factor the monitor read
+
+
+def test_query_pre_attn_scalar_cause_names_the_divisor() -> None:
+    # Gemma-2-9B's bug: 224**-0.5 applied where head_dim is 256
+    stats = _stats(head_dim=256, scale=224**-0.5, scale_ratio=math.sqrt(256 / 224))
+    found = diagnose("layers.1.self_attn", stats, THRESHOLDS, None)
+    assert found == []  # within the default tolerance of 1.5
+    tight = {**THRESHOLDS, "scale_ratio": 1.05}
+    (finding,) = diagnose("layers.1.self_attn", stats, tight)
+    assert "√224" in finding.message and "query_pre_attn_scalar" in finding.message
+
+
+def test_too_large_scale_with_wide_logits_is_an_error() -> None:
+    found = diagnose("attn", _with_scale(1.0, logit_std=3.0), THRESHOLDS)
+    assert _codes(found) == {"scale-mismatch": "error"}
+
+
+def test_folded_initialisation_is_info() -> None:
+    # T5: no run-time scale, queries sqrt(d) times smaller than keys
+    stats = _with_scale(1.0, q_std=0.5 / math.sqrt(D), k_std=0.5)
+    found = diagnose("encoder.block.0.layer.0.SelfAttention", stats, THRESHOLDS)
+    assert _codes(found) == {"scale-mismatch": "info"}
+    assert "T5" in found[0].message
+
+
+def test_declared_scale() -> None:
+    stats = _with_scale(1 / D)
+    assert _codes(diagnose("a", stats, THRESHOLDS, 1 / D)) == {"scale-mismatch": "info"}
+    assert _codes(diagnose("a", stats, THRESHOLDS, 1.0)) == {"scale-mismatch": "warning"}
+    assert diagnose("a", _stats(), THRESHOLDS, D**-0.5) == []
+
+
+def test_inverse_layer_index_cause() -> None:
+    # GPT-2's scale_attn_by_inverse_layer_idx: layer 2 multiplies by 1/3 more
+    causes = likely_causes(1 / 3, D, 12, "h.2.attn")
+    assert causes == [
+        "an extra factor 1/(layer index + 1) = 1/3, as GPT-2's "
+        "scale_attn_by_inverse_layer_idx applies on purpose"
+    ]
+    # with 4 heads, 1/2 at layer 1 is also what sqrt(d_model) gives: both are named
+    assert len(likely_causes(1 / 2, D, 4, "h.1.attn")) == 2
+
+
+def test_unknown_scale_gives_no_scale_finding() -> None:
+    assert diagnose("a", _stats(scale=None, scale_ratio=None), THRESHOLDS) == []
+
+
+def test_large_logits_and_entropy_collapse_severities() -> None:
+    warn = diagnose("a", _stats(logit_std=6.0), THRESHOLDS)
+    assert _codes(warn) == {"large-logits": "warning"}
+    err = diagnose("a", _stats(logit_std=21.0), THRESHOLDS)
+    assert _codes(err) == {"large-logits": "error"}
+    sat = diagnose("a", _stats(saturated_fraction=0.2), THRESHOLDS)
+    assert _codes(sat) == {"large-logits": "warning"}
+    collapse = diagnose("a", _stats(min_head_entropy_fraction=0.1), THRESHOLDS)
+    assert _codes(collapse) == {"entropy-collapse": "warning"}
+    collapse = diagnose("a", _stats(min_head_entropy_fraction=0.01), THRESHOLDS)
+    assert _codes(collapse) == {"entropy-collapse": "error"}
+
+
+def test_rows_without_two_keys_give_no_entropy_finding() -> None:
+    nan = math.nan
+    stats = _stats(entropy=nan, entropy_fraction=nan, min_head_entropy_fraction=nan, max_prob=nan)
+    assert diagnose("a", stats, THRESHOLDS) == []
+
+
+def test_masked_rows() -> None:
+    info = diagnose("a", _stats(masked_rows=3, first_masked_row=(0, 1, 0)), THRESHOLDS)
+    assert _codes(info) == {"masked-rows": "info"}
+    assert "(0, 1, 0)" in info[0].message
+    bad = _stats(masked_rows=3, masked_rows_nonfinite=3, first_masked_row=(0, 1, 0))
+    assert _codes(diagnose("a", bad, THRESHOLDS)) == {"masked-rows": "error"}
+
+
+def test_non_finite_and_fp16() -> None:
+    assert _codes(diagnose("a", _stats(nonfinite_logits=4), THRESHOLDS)) == {"non-finite": "error"}
+    near = _stats(dtype="float16", max_abs_qk=20000.0)
+    assert _codes(diagnose("a", near, THRESHOLDS)) == {"fp16-overflow-risk": "warning"}
+    over = _stats(dtype="float16", max_abs_qk=math.inf)
+    assert _codes(diagnose("a", over, THRESHOLDS)) == {"fp16-overflow-risk": "error"}
+    assert diagnose("a", _stats(dtype="bfloat16", max_abs_qk=math.inf), THRESHOLDS) == []
+
+
+def test_no_attention_is_a_warning_with_its_reason() -> None:
+    unmatched = no_attention(3)
+    assert unmatched.severity == "warning"
+    assert "3 softmax calls" in unmatched.message
+    assert "ran inside the with-block" in no_attention(0).message
