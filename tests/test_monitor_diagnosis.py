@@ -81,11 +81,11 @@ def test_wrong_scale_is_a_warning_whatever_the_logit_size(scale: float, cause: s
 def test_query_pre_attn_scalar_cause_names_the_divisor() -> None:
     # Gemma-2-9B's bug: 224**-0.5 applied where head_dim is 256
     stats = _stats(head_dim=256, scale=224**-0.5, scale_ratio=math.sqrt(256 / 224))
-    found = diagnose("layers.1.self_attn", stats, THRESHOLDS, None)
-    assert found == []  # within the default tolerance of 1.5
-    tight = {**THRESHOLDS, "scale_ratio": 1.05}
-    (finding,) = diagnose("layers.1.self_attn", stats, tight)
+    (finding,) = diagnose("layers.1.self_attn", stats, THRESHOLDS)
+    assert finding.severity == "warning"
     assert "√224" in finding.message and "query_pre_attn_scalar" in finding.message
+    loose = {**THRESHOLDS, "scale_ratio": 1.5}
+    assert diagnose("layers.1.self_attn", stats, loose) == []
 
 
 def test_too_large_scale_with_wide_logits_is_an_error() -> None:
