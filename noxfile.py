@@ -178,7 +178,14 @@ def downloads(session: nox.Session) -> None:
     session.install(TORCH)
     # A regular (non-editable) install: the downloads must work from the package alone.
     session.install("--force-reinstall", "--no-deps", ".")
-    session.install(".", "pytest>=8", "nbclient>=0.10", "nbformat>=5.10", "ipykernel>=6.29")
+    session.install(
+        ".",
+        "pytest>=8",
+        "nbclient>=0.10",
+        "nbformat>=5.10",
+        "ipykernel>=6.29",
+        "transformers==5.23.0",  # the monitor page runs real model code
+    )
     session.run("pytest", "tests/downloads", "-p", "no:cacheprovider", *session.posargs)
 
 
@@ -200,7 +207,7 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run every benchmark script in benchmarks/ and print its table."""
-    _install(session)
+    _install(session, "test")  # bench_monitor runs transformers' GPT-2
     for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
         session.log(f"--- {script.name}")
         session.run("python", str(script), *session.posargs)

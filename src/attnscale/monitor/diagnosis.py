@@ -224,7 +224,8 @@ def diagnose(
                 f"the product, or compute the scores in float32. {_link('non-finite')}",
             )
         )
-    if s.masked_rows:
+    overflowed = s.max_abs_qk is not None and not math.isfinite(s.max_abs_qk)
+    if s.masked_rows and not overflowed:  # after an overflow, -inf is no mask
         bad = s.masked_rows_nonfinite
         out.append(
             Finding(
