@@ -105,7 +105,7 @@ print(reports["d_model"])
 # %%
 # ## Step 3: double scaling
 #
-# The monitor relates the `q` that enters the product to the output of its `nn.Linear`, so a
+# The monitor follows every scalar factor applied to q or k on the way to the product, so a
 # pre-multiplied `q` counts toward the effective scale.
 
 print(reports["double"])
@@ -121,12 +121,16 @@ print(reports["correct"])
 print(f"findings after the fix: {len(reports['correct'].findings)}")
 
 # %%
-# ## Why the severity depends on the logits, not on the code
+# ## Severity follows the code, not the size of the logits
 #
-# T5 has no division at run time: its initialisation gives $W_q$ a standard deviation
-# $(d_\text{model} d_\text{head})^{-1/2}$, which folds the scale into the weights. The monitor
-# still measures a factor of about $\sqrt{d_\text{head}}$, but the logits are in a healthy
-# range, so it reports `info`, not a warning:
+# Every bug above is a warning, although a freshly initialised model has small logits whatever
+# its scale: the logits widen during training, and by the time they are large the run has gone
+# wrong. A scale that differs from $1/\sqrt{d_\text{head}}$ is only `info` when the monitor can
+# tell it is deliberate. One such case is T5, which has no division at run time: its
+# initialisation gives $W_q$ a standard deviation $(d_\text{model} d_\text{head})^{-1/2}$
+# against $d_\text{model}^{-1/2}$ for $W_k$, which folds the scale into the weights. The
+# monitor reads a factor of $\sqrt{d_\text{head}}$, sees queries that much smaller than the
+# keys, and reports the fold:
 
 torch.manual_seed(SEED)
 t5_like = HandAttention("none")
@@ -138,8 +142,22 @@ nn.init.zeros_(t5_like.k.bias)
 with AttentionMonitor(t5_like) as monitor:
     t5_like(x)
 t5_report = monitor.report()
+last = t5_report.records[0].last
 print([(f.code, f.severity) for f in t5_report.findings])
-print(f"T5-style within-row logit std: {t5_report.records[0].last.logit_std:.3f}")
+print(f"T5-style: scale read x sqrt(d_head) = {last.scale_ratio:.3g}")
+print(f"q std / k std = {last.q_std / last.k_std:.3g}, 1/sqrt(d_head) = {dh**-0.5:.3g}")
+
+# %%
+# The other case is a scale you declare. μP-style models multiply by $1/d_\text{head}$ on
+# purpose; `expected_scale` takes one number, a mapping from call sites (or glob patterns) to
+# numbers, or a function of the site and the head size. A matching scale is then `info`, and a
+# scale that differs from the declared one is a warning:
+
+torch.manual_seed(SEED)
+mup = HandAttention("double")  # 1/sqrt(d_head) twice: 1/d_head, as muP intends
+with AttentionMonitor(mup, expected_scale=lambda site, head_dim: 1 / head_dim) as monitor:
+    mup(x)
+print([(f.code, f.severity) for f in monitor.report().findings])
 
 # %%
 # ## The math
@@ -148,10 +166,13 @@ print(f"T5-style within-row logit std: {t5_report.records[0].last.logit_std:.3f}
 # $\operatorname{Var}(c\,q\cdot k) = c^2 d_h \sigma_q^2 \sigma_k^2$. The reference scale
 # $c = 1/\sqrt{d_h}$ removes the $d_h$; no scale leaves a factor $\sqrt{d_h}$ in the standard
 # deviation, $1/\sqrt{d_\text{model}}$ a factor $1/\sqrt{\text{heads}}$, double scaling a factor
-# $1/\sqrt{d_h}$. For hand-written code the monitor finds $c$ as the least-squares factor
-# between the softmax input $s$ and the product $P = QK^\top$ of the same shape,
-# $c = \langle s, P\rangle / \langle P, P\rangle$ over finite, unmasked entries, and $d_h$ as
-# the inner dimension of $P$.
+# $1/\sqrt{d_h}$. For hand-written code the monitor reads $c$ from the code: it follows the
+# product $P = QK^\top$ through views, casts, masks and scalar multiplications to the softmax,
+# and multiplies the scalar factors it meets, including those applied to $q$ or $k$ before
+# the product; $d_h$ is the size the product sums over. Where the path goes through an
+# operation it does not follow, it falls back to the least-squares factor between the
+# softmax input $s$ and $P$, $c = \langle s, P\rangle / \langle P, P\rangle$ over finite,
+# unmasked entries.
 #
 # ## References
 #

@@ -29,8 +29,15 @@ linked to the page that demonstrates it.
 # 6. **Stable over training?** Plot entropy and max |logit| against step; falling entropy with
 #    growing logits is collapse ([step 6](plot_04_entropy_collapse.md)).
 #
-# A `scale-mismatch` at `info` severity with healthy logits (e.g. T5's folded scale) needs no
-# action.
+# 7. **Anything measured at all?** `no-attention` is a warning: the report cannot vouch for
+#    attention it never saw (a custom kernel, or the wrong model passed to the monitor). The
+#    [real-architectures page](plot_06_real_architectures.md) shows what a full report looks
+#    like on sixteen `transformers` families.
+#
+# A `scale-mismatch` is a warning whatever the size of the logits. It is `info` only for a scale
+# the monitor can tell is deliberate: T5's scale folded into the initialisation, or a scale you
+# declare with `AttentionMonitor(model, expected_scale=...)`. `masked-rows` at `info` (query
+# rows with no key, such as padding) needs no action; as an error, those rows produce NaN.
 
 import attnscale
 

@@ -164,9 +164,8 @@ def _scale_findings(
     causes = " Or: ".join(likely_causes(ratio, s.head_dim, s.n_heads, site))
     if ratio > tol:
         effect = (
-            "Logits come out wider than 1/√head_dim intends, so attention is sharper, "
-            "the more so the larger head_dim, and training pushes the softmax into "
-            "saturation sooner."
+            "Logits come out wider than 1/√head_dim intends, so attention is sharper "
+            "than designed and training pushes the softmax into saturation sooner."
         )
     else:
         effect = (
