@@ -89,43 +89,36 @@ print(
     f"{'model':<20} {'mode':<16} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
     f"{'ratio range':>11} {'stats (ms)':>10}"
 )
+
+
+def timed(model: nn.Module, call: Callable[[], object], training: bool, watch: bool) -> float:
+    """Seconds for one forward pass, with or without the monitor."""
+    t0 = time.perf_counter()
+    with torch.set_grad_enabled(training):
+        if watch:
+            with AttentionMonitor(model) as monitor:
+                call()
+            monitor.report()
+        else:
+            call()
+    return time.perf_counter() - t0
+
+
 for name, build in CASES.items():
     model, call = build()
     for mode in ("eval, no_grad", "train, forward"):
         training = mode.startswith("train")
         model.train(training)
-
-        def forward() -> None:
-            with torch.set_grad_enabled(training):
-                call()
-
-        def plain() -> float:
-            t0 = time.perf_counter()
-            forward()
-            return time.perf_counter() - t0
-
-        def monitored() -> float:
-            t0 = time.perf_counter()
-            with AttentionMonitor(model) as monitor:
-                forward()
-            monitor.report()
-            return time.perf_counter() - t0
-
         for _ in range(WARMUP):
-            plain()
-            monitored()
+            timed(model, call, training, watch=False)
+            timed(model, call, training, watch=True)
         t_plain: list[float] = []
         t_mon: list[float] = []
         stats_seconds = 0.0
         for i in range(PAIRS):
-            if i % 2 == 0:
-                p = plain()
-                m = monitored()
-            else:
-                m = monitored()
-                p = plain()
-            t_plain.append(p)
-            t_mon.append(m)
+            order = (False, True) if i % 2 == 0 else (True, False)
+            for watch in order:
+                (t_mon if watch else t_plain).append(timed(model, call, training, watch))
         ratios = [m / p for m, p in zip(t_mon, t_plain, strict=True)]
         print(
             f"{name:<20} {mode:<16} {1e3 * statistics.median(t_plain):>10.1f} "

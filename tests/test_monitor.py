@@ -727,9 +727,7 @@ def test_softmax_bound_before_the_block_is_seen() -> None:
 
 
 def _mode_stack() -> list[object]:
-    return [
-        torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())
-    ]
+    return [torch._C._get_function_stack_at(i) for i in range(torch._C._len_torch_function_stack())]
 
 
 def test_out_of_order_exit_leaves_torch_as_it_was() -> None:

@@ -58,21 +58,25 @@ def verdict(report: MonitorReport) -> str:
 # SDPA cannot apply its soft-cap). The scale column is what the monitor read, as a multiple of
 # $1/\sqrt{d_\text{head}}$: it comes from the `scale=` argument on the SDPA path and from the
 # scalar factors between $QK^\top$ and the softmax on the eager path, including a factor applied
-# to q straight after its projection (OPT, Whisper). The last column checks that the monitor
-# changed nothing: outputs with and without it are compared bit for bit.
+# to q straight after its projection (OPT, Whisper). Each run also compares the model's outputs
+# with and without the monitor bit for bit; a verdict would say `OUTPUT CHANGED` if they
+# differed.
 
 healthy = {}
 rows = []
 for family in zoo.FAMILIES:
-    for impl in zoo.implementations(family):
+    row = [family, zoo.head_dim(family)]
+    for impl in ("eager", "sdpa"):
+        if impl not in zoo.implementations(family):
+            row += ["-", "no such path"]
+            continue
         report, same = watch(family, impl)
         healthy[family, impl] = report
-        rows.append(
-            [family, impl, zoo.head_dim(family), len(report.records), scale_read(report)]
-            + [verdict(report), "yes" if same else "NO"]
-        )
-headers = ["family", "attention", "head_dim", "sites", "scale read", "verdict", "output unchanged"]
-Table(headers, rows)
+        row += [scale_read(report), verdict(report) + ("" if same else " OUTPUT CHANGED")]
+    rows.append(row)
+Table(
+    ["family", "head_dim", "scale, eager", "verdict, eager", "scale, sdpa", "verdict, sdpa"], rows
+)
 
 # %%
 # T5 is the one family whose scale reads as $\sqrt{d_\text{head}}$ times the reference: it has
@@ -97,6 +101,9 @@ print(f"healthy cases without a warning: {quiet} of {len(healthy)}")
 #   of the real Gemma-2-9B bug (224 where the head size is 256).
 # - **q/k weights ×16:** logits 256 times too wide, with the scale itself intact.
 # - **float16 overflow:** float16 weights with q and k grown until the raw product passes 65504.
+#
+# Each cell names the expected finding(s) the monitor raised at warning or error level, or
+# says `missed`. Gemma-2's wrong scalar has a paragraph of its own below.
 
 BUGS = {
     "no-scale": {"families": [f for f in zoo.FAMILIES if f != "falcon"], "impls": "all"},
@@ -111,17 +118,21 @@ EXPECTED = {  # the finding each bug must raise, at warning or error
     "fp16-overflow": {"fp16-overflow-risk"},
 }
 planted = {}
-rows = []
+cells: dict[str, dict[str, str]] = {family: {} for family in zoo.FAMILIES}
 for bug, where in BUGS.items():
     for family in where["families"]:
         impls = zoo.implementations(family) if where["impls"] == "all" else where["impls"]
         for impl in impls:
             dtype = torch.float16 if bug == "fp16-overflow" else torch.float32
             report, same = watch(family, impl, bug=bug, dtype=dtype)
-            caught = bool(report.codes("warning") & EXPECTED[bug])
-            planted[bug, family, impl] = caught
-            rows.append([bug, family, impl, scale_read(report), verdict(report)])
-Table(["bug", "family", "attention", "scale read", "verdict"], rows)
+            planted[bug, family, impl] = bool(report.codes("warning") & EXPECTED[bug])
+            loud = sorted(report.codes("warning") & EXPECTED[bug]) or ["missed"]
+            cells[family][f"{bug}, {impl}"] = ", ".join(loud) + ("" if same else " CHANGED")
+columns = ["no-scale, eager", "no-scale, sdpa", "qk-x16, eager", "fp16-overflow, eager"]
+Table(
+    ["family", *columns],
+    [[family, *(cells[family].get(c, "-") for c in columns)] for family in zoo.FAMILIES],
+)
 
 # %%
 # The same rules catch every one of them. The missing scale is a warning although the
@@ -148,30 +159,27 @@ print(next(f.message for f in wrong.findings if f.code == "scale-mismatch"))
 # $\sqrt{d_\text{head}}$, whatever the family's way of writing attention.
 
 families = list(zoo.FAMILIES)
-fig, ax = plt.subplots(figsize=(6.4, 4.6), layout="constrained")
+fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
 for i, family in enumerate(families):
     ratio = healthy[family, "eager"].records[0].last.scale_ratio
     ax.plot(ratio, i, "o", color="C0", label="healthy" if i == 0 else None)
     if family != "falcon":
         report, _ = watch(family, "eager", bug="no-scale")
-        ax.plot(
-            report.records[0].last.scale_ratio,
-            i,
-            "s",
-            color="C3",
-            fillstyle="none",
-            label="scale removed" if i == 0 else None,
-        )
-dims = sorted({zoo.head_dim(f) for f in families})
-for d in dims:
+        removed = report.records[0].last.scale_ratio
+        ax.plot(removed, i, "s", color="C3", fillstyle="none", markersize=9)
+ax.plot([], [], "s", color="C3", fillstyle="none", markersize=9, label="scale removed")
+for d in sorted({zoo.head_dim(f) for f in families}):
     ax.axvline(math.sqrt(d), color="0.6", linestyle=":", linewidth=1)
 ax.axvline(1.0, color="0.3", linewidth=1)
 ax.set_xscale("log", base=2)
+ax.xaxis.set_major_formatter(plt.ScalarFormatter())
 ax.set_yticks(range(len(families)), families)
 ax.invert_yaxis()
-ax.set_xlabel(r"scale read $\times\sqrt{d_\mathrm{head}}$ (1: correct; dotted: $\sqrt{d_\mathrm{head}}$)")
-ax.set_title("Scale read by the monitor, eager attention")
-ax.legend(loc="lower right")
+ax.set_xlabel(
+    r"scale read $\times\sqrt{d_\mathrm{head}}$ (1: correct; dotted: $\sqrt{d_\mathrm{head}}$)"
+)
+fig.suptitle("Scale read by the monitor, eager attention")
+fig.legend(loc="outside lower center", ncols=2)
 
 # %%
 # ## What this page does not show

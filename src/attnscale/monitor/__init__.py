@@ -37,14 +37,13 @@ __all__ = [
     "AttentionMonitor",
     "AttentionRecord",
     "AttentionStats",
-    "ExpectedScale",
     "Finding",
     "MonitorReport",
 ]
 
-#: What ``expected_scale`` accepts: one scale for every site, a mapping from
-#: site names or glob patterns to scales, or a function of (site, head_dim).
-ExpectedScale = float | Mapping[str, float] | Callable[[str, int], "float | None"]
+# what expected_scale accepts: one scale for every site, a mapping from site
+# names or glob patterns to scales, or a function of (site, head_dim)
+_ExpectedScale = float | Mapping[str, float] | Callable[[str, int], "float | None"]
 
 
 class AttentionMonitor:
@@ -134,7 +133,7 @@ class AttentionMonitor:
         self,
         model: nn.Module | Iterable[nn.Module] | None = None,
         *,
-        expected_scale: ExpectedScale | None = None,
+        expected_scale: _ExpectedScale | None = None,
         gradients: bool = True,
         sample_batch: int = 2,
         max_query_rows: int = 64,
@@ -193,8 +192,8 @@ class AttentionMonitor:
                 if where == pattern or fnmatch.fnmatchcase(where, pattern):
                     return float(value)
             return None
-        value = e(where, head_dim or 0)
-        return None if value is None else _checks.positive_float(value, "expected_scale(...)")
+        declared = e(where, head_dim or 0)
+        return None if declared is None else _checks.positive_float(declared, "expected_scale(...)")
 
     def report(self) -> MonitorReport:
         """Return the records and findings gathered so far.
@@ -245,14 +244,13 @@ def _models(model: object) -> list[nn.Module]:
         if models and all(isinstance(m, nn.Module) for m in models):
             return models
     raise TypeError(
-        f"model must be a torch.nn.Module, an iterable of them, or None; "
-        f"got {type(model).__name__}"
+        f"model must be a torch.nn.Module, an iterable of them, or None; got {type(model).__name__}"
     )
 
 
-def _expected(value: object) -> ExpectedScale | None:
+def _expected(value: object) -> _ExpectedScale | None:
     if value is None or callable(value):
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, Mapping):
         out: dict[str, float] = {}
         for k, v in value.items():
@@ -260,8 +258,8 @@ def _expected(value: object) -> ExpectedScale | None:
                 raise TypeError(f"expected_scale keys must be site names, got {type(k).__name__}")
             out[k] = _checks.positive_float(v, f"expected_scale[{k!r}]")
         return out
-    if isinstance(value, numbers.Real) and not isinstance(value, bool):
-        return _checks.positive_float(value, "expected_scale")
+    if isinstance(value, numbers.Real):
+        return _checks.positive_float(value, "expected_scale")  # bool: a TypeError there
     raise TypeError(
         "expected_scale must be a number, a mapping from site names to numbers, or a "
         f"callable (site, head_dim) -> number; got {type(value).__name__}"

@@ -126,8 +126,8 @@ _SAME = {
     torch.squeeze,
     torch.unsqueeze,
     torch.repeat_interleave,
-    _TB.mT.__get__,
-    _TB.T.__get__,
+    _TB.mT.__get__,  # type: ignore[attr-defined]
+    _TB.T.__get__,  # type: ignore[attr-defined]
 }
 _SPLIT = {_TB.unbind, _TB.split, _TB.chunk, torch.unbind, torch.split, torch.chunk}
 _MUL = {torch.mul, _TB.mul, _TB.mul_, torch.multiply, _TB.multiply}
@@ -268,13 +268,12 @@ class _Registry:
             self.mha_calls[id(module)] += 1
         elif isinstance(module, nn.TransformerEncoderLayer):
             self.mha_calls_before[id(module)] = self.mha_calls[id(module.self_attn)]
-        if isinstance(module, _FAST_PATH_MODULES):
-            if self.suspended is None:
-                # take every monitor's mode off the stack while the module runs, so
-                # that the fast-path check sees the same modes as without a monitor
-                modes = _stack_snapshot()
-                _set_stack([m for m in modes if not isinstance(m, Capture)])
-                self.suspended = (module, modes)
+        if isinstance(module, _FAST_PATH_MODULES) and self.suspended is None:
+            # take every monitor's mode off the stack while the module runs, so
+            # that the fast-path check sees the same modes as without a monitor
+            modes = _stack_snapshot()
+            _set_stack([m for m in modes if not isinstance(m, Capture)])
+            self.suspended = (module, modes)
 
     def post_hook(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
         if self.stack and self.stack[-1] is module:
@@ -472,6 +471,10 @@ class Capture(TorchFunctionMode):
 
     # -- lineage --------------------------------------------------------------
 
+    def _lineage_of(self, t: object) -> _Lineage | None:
+        found: _Lineage | None = self._lineage.get(t)  # type: ignore[no-untyped-call]
+        return found
+
     def _follow(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     ) -> None:
@@ -486,18 +489,18 @@ class Capture(TorchFunctionMode):
                 s = float(b)
                 if s == 0 or not math.isfinite(s):
                     return
-                base = self._lineage.get(first) or _Lineage(None)
+                base = self._lineage_of(first) or _Lineage(None)
                 lin: _Lineage | None = base.times(s if func in _MUL else 1 / s)
             elif func in _ADD:
                 # a mask or a bias added to the scores: follow whichever operand is tracked
                 if kwargs.get("alpha", 1) != 1:
                     return
                 tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-                lin = next((self._lineage[t] for t in tensors if t in self._lineage), None)
+                lin = next((x for x in map(self._lineage_of, tensors) if x is not None), None)
             elif not isinstance(first, torch.Tensor):
                 return
             else:
-                lin = self._lineage.get(first)
+                lin = self._lineage_of(first)
                 if lin is not None and func in _TANH:
                     if lin.cap_input is not None:
                         return  # a second tanh: not a soft-cap
@@ -544,7 +547,7 @@ class Capture(TorchFunctionMode):
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
         for t in (a, b):
-            lin = self._lineage.get(t)
+            lin = self._lineage_of(t)
             if lin is not None and lin.product is None and lin.cap_input is None:
                 factor *= lin.factor  # q or k scaled before the product
         max_abs = None
@@ -567,8 +570,9 @@ class Capture(TorchFunctionMode):
             return
         if dim not in (-1, x.dim() - 1):
             return
-        lin = self._lineage.get(x)
+        lin = self._lineage_of(x)
         softcap = None
+        product: _Product | None
         if lin is not None and lin.product is not None:
             product = lin.product
             if lin.cap_input is not None:
@@ -665,7 +669,7 @@ class Capture(TorchFunctionMode):
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):
             # the logits before the scale, where the scale is applied after the product
-            max_abs_qk = float(stats["max_abs_logit"]) / abs(scale)  # type: ignore[arg-type]
+            max_abs_qk = float(stats["max_abs_logit"]) / abs(scale)
         s = AttentionStats(
             step=len(record.series),
             path=path,
@@ -713,14 +717,12 @@ class Capture(TorchFunctionMode):
     # -- scaled_dot_product_attention -------------------------------------------
 
     def _prescale(self, t: torch.Tensor) -> float:
-        lin = self._lineage.get(t)
+        lin = self._lineage_of(t)
         if lin is None or lin.product is not None or lin.cap_input is not None:
             return 1.0
         return lin.factor
 
-    def _on_sdpa(
-        self, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
-    ) -> None:
+    def _on_sdpa(self, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> None:
         b = _SDPA_SIG.bind(*args, **kwargs).arguments
         q, k = b["query"], b["key"]
         mask, causal, scale = b.get("attn_mask"), b.get("is_causal", False), b.get("scale")

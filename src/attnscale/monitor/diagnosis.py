@@ -148,7 +148,7 @@ def _scale_findings(
         and s.k_std > _FOLD_TOLERANCE * s.q_std  # the queries really are much smaller
         and 1 / _FOLD_TOLERANCE <= ratio * s.q_std / s.k_std <= _FOLD_TOLERANCE
     )
-    if folded:
+    if folded and s.q_std is not None and s.k_std is not None:
         return [
             Finding(
                 "scale-mismatch",
