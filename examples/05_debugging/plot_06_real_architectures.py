@@ -10,6 +10,7 @@ or weights. This is the test that matters for a debugging tool: code that other 
 SEED = 0
 
 import math
+import textwrap
 import time
 
 import matplotlib.pyplot as plt
@@ -87,6 +88,7 @@ Table(
 
 quiet = sum(not r.codes("warning") for r in healthy.values())
 print(f"healthy cases without a warning: {quiet} of {len(healthy)}")
+assert quiet == len(healthy), "the prose above says every healthy model passes"
 
 # %%
 # ## Planted bugs
@@ -145,11 +147,12 @@ Table(
 for bug in BUGS:
     cases = [caught for (b, *_), caught in planted.items() if b == bug]
     print(f"{bug:>14}: caught {sum(cases)} of {len(cases)}")
+assert all(planted.values()), "the prose above says every planted bug is caught"
 
 wrong, _ = watch("gemma2", "eager", bug="wrong-scalar")
 off = wrong.records[0].last.scale_ratio
 print(f"Gemma-2's wrong scalar changes the scale by {100 * (off - 1):.1f}%; the finding:")
-print(next(f.message for f in wrong.findings if f.code == "scale-mismatch"))
+print(textwrap.fill(next(f.message for f in wrong.findings if f.code == "scale-mismatch"), 88))
 
 # %%
 # ## What the monitor read
@@ -172,7 +175,8 @@ for d in sorted({zoo.head_dim(f) for f in families}):
     ax.axvline(math.sqrt(d), color="0.6", linestyle=":", linewidth=1)
 ax.axvline(1.0, color="0.3", linewidth=1)
 ax.set_xscale("log", base=2)
-ax.xaxis.set_major_formatter(plt.ScalarFormatter())
+ax.xaxis.set_major_formatter("{x:g}")
+ax.set_xlim(0.8, 8)
 ax.set_yticks(range(len(families)), families)
 ax.invert_yaxis()
 ax.set_xlabel(
