@@ -39,19 +39,20 @@ def logit_stats(
     """
     x = logits.detach().float()
     # every entry is exactly one of: valid, masked (<= mask_value, -inf included), NaN or +inf
-    valid = (x > mask_value) & (x != math.inf)
-    n_masked = (x <= mask_value).sum()
-    count = valid.sum(-1)  # (..., rows)
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    x0 = torch.where(valid, x, zero)
+    masked = x <= mask_value
+    invalid = masked | ~(x < math.inf)  # masked, NaN or +inf
+    count = (~invalid).sum(-1, dtype=torch.float32)  # (..., rows)
+    x0 = x.masked_fill(invalid, 0.0)
     row_mean = x0.sum(-1, keepdim=True) / count.unsqueeze(-1).clamp_min(1)  # (..., rows, 1)
-    centred = torch.where(valid, x - row_mean, zero)
-    logp = torch.log_softmax(torch.where(valid, x, -math.inf), dim=-1)  # NaN in empty rows
-    p = torch.where(valid, logp.exp(), zero)
-    ent = -torch.where(valid, p * logp, zero).sum(-1)  # (..., rows)
+    centred = (x0 - row_mean).masked_fill_(invalid, 0.0)
+    # softmax over the valid keys; entropy as lse - sum(p x), which needs no 0 * log 0
+    lse = torch.logsumexp(x.masked_fill(invalid, -math.inf), dim=-1, keepdim=True)
+    p = (x0 - lse).exp_().masked_fill_(invalid, 0.0)  # (..., rows, k_len); NaN in empty rows
+    ent = lse.squeeze(-1) - (p * x0).sum(-1)  # (..., rows)
     # rows with one valid key are one-hot by construction: not evidence of saturation
     live = count >= 2  # (..., rows)
-    frac = torch.where(live, ent / torch.log(count.float().clamp_min(2)), zero)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
     pmax = torch.where(live, p.max(-1).values, zero)  # (..., rows)
     n_live = live.sum()
     if x.dim() >= 3:
@@ -70,16 +71,16 @@ def logit_stats(
     # one transfer for all scalars (one device sync on GPU)
     scalars = torch.stack(
         [
-            valid.sum().to(x.dtype),
+            count.sum(),
             x0.sum(),
             (centred * centred).sum(),
             x0.abs().max() if x.numel() else zero,
-            ent.masked_fill(~live, 0).sum(),
+            torch.where(live, ent, zero).sum(),
             frac.sum(),
             min_head.to(x.dtype),
             pmax.sum(),
             ((pmax > saturation) & live).sum().to(x.dtype),
-            n_masked.to(x.dtype),
+            torch.count_nonzero(masked).to(x.dtype),
             n_live.to(x.dtype),
             empty.sum().to(x.dtype),
             (empty & bad_out).sum().to(x.dtype),
