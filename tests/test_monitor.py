@@ -470,6 +470,26 @@ def test_state_restored_after_exception() -> None:
     )
 
 
+@pytest.mark.parametrize("model_name", ["mha", "hand"])
+def test_exception_inside_a_module_is_unchanged_and_cleaned_up(model_name: str) -> None:
+    model = _healthy_models()[model_name].eval()
+    bad = torch.randn(2, 5, D_MODEL + 1)  # wrong width: the model itself raises
+
+    def call() -> None:
+        _call(model_name, model, bad)
+
+    with pytest.raises(Exception) as plain:  # noqa: PT011 (whatever the model raises)
+        call()
+    before = _mode_stack()
+    with AttentionMonitor(model), pytest.raises(Exception) as watched:  # noqa: PT011
+        call()
+    assert (type(watched.value), str(watched.value)) == (type(plain.value), str(plain.value))
+    assert _mode_stack() == before
+    with AttentionMonitor(model) as mon:  # and the monitor still works afterwards
+        _call(model_name, model, _x())
+    assert mon.report().records
+
+
 def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
     import attnscale.monitor.capture as mod
 

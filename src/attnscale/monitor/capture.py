@@ -275,7 +275,10 @@ class _Registry:
             _set_stack([m for m in modes if not isinstance(m, Capture)])
             self.suspended = (module, modes)
 
-    def post_hook(self, module: nn.Module, args: Any, kwargs: Any, output: Any) -> None:
+    def post_hook(self, module: nn.Module, args: Any, *rest: Any) -> None:
+        # (kwargs, output) normally; only (output,) when forward raised, since torch
+        # calls always-called hooks without kwargs then
+        kwargs, output = rest if len(rest) == 2 else ({}, None)
         if self.stack and self.stack[-1] is module:
             self.stack.pop()
         elif module in self.stack:  # unwinding after an exception
