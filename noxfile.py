@@ -179,7 +179,7 @@ def downloads(session: nox.Session) -> None:
     # A regular (non-editable) install: the downloads must work from the package alone.
     session.install("--force-reinstall", "--no-deps", ".")
     session.install(
-        ".",
+        ".[plot]",
         "pytest>=8",
         "nbclient>=0.10",
         "nbformat>=5.10",
@@ -192,7 +192,7 @@ def downloads(session: nox.Session) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     """ruff check, ruff format --check, mypy --strict on src/, actionlint on workflows."""
-    _install(session)
+    _install(session, "plot")  # mypy reads matplotlib's types
     session.install("ruff>=0.6", "mypy>=1.10")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")

@@ -14,12 +14,13 @@ measurement by the rule shown, and the test suite fails if a verdict ever change
 # that examines the question in depth.
 
 import attnscale as asc
+from attnscale._docs.tables import Table
 
 SEED = 0
 BASE = "../../../"  # from this page back to the site root
 
 checks = asc.check_claims(seed=SEED)
-asc.Table(
+Table(
     ["§", "Claim", "Verdict", "What was measured", "Examined in"],
     [[c.section, c.claim, c.verdict, c.evidence, "guide page"] for c in checks],
     links={"Examined in": [BASE + c.page for c in checks]},
@@ -31,7 +32,7 @@ asc.Table(
 # A verdict is one of *holds*, *holds only partly* and *false*. The rules, in the order of the
 # table above:
 
-asc.Table(["§", "Rule"], [[c.section, c.rule] for c in checks])
+Table(["§", "Rule"], [[c.section, c.rule] for c in checks])
 
 # %%
 # ## Not an accident of the seed

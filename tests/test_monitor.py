@@ -478,10 +478,10 @@ def test_exception_inside_a_module_is_unchanged_and_cleaned_up(model_name: str) 
     def call() -> None:
         _call(model_name, model, bad)
 
-    with pytest.raises(Exception) as plain:  # noqa: PT011 (whatever the model raises)
+    with pytest.raises(Exception) as plain:
         call()
     before = _mode_stack()
-    with AttentionMonitor(model), pytest.raises(Exception) as watched:  # noqa: PT011
+    with AttentionMonitor(model), pytest.raises(Exception) as watched:
         call()
     assert (type(watched.value), str(watched.value)) == (type(plain.value), str(plain.value))
     assert _mode_stack() == before

@@ -1,7 +1,7 @@
 """The monitor on third-party model code: Hugging Face transformers, tiny configs, random weights.
 
 Nothing is downloaded: every model is built from a small config
-(``attnscale._zoo``). Healthy models must give no warning, every planted bug
+(``attnscale._docs.zoo``). Healthy models must give no warning, every planted bug
 its code at warning or worse, every case some records, and every output must
 be bitwise identical with and without the monitor.
 """
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from attnscale import AttentionMonitor, MonitorReport
-from attnscale import _zoo as zoo
+from attnscale._docs import zoo
 
 FAMILIES = ("gpt2", "bert", "llama", "gemma2", "t5", "vit")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -84,7 +84,9 @@ def test_scale_turned_off_is_a_warning(family: str, impl: str) -> None:
 def test_gemma2_soft_cap_is_read_and_scale_taken_before_it() -> None:
     report = _watch("gemma2", "eager")
     assert {r.last.softcap for r in report.records} == {50.0}  # attn_logit_softcapping
-    assert [r.last.scale for r in report.records] == [pytest.approx(zoo.expected_scale("gemma2"))] * 2
+    assert [r.last.scale for r in report.records] == [
+        pytest.approx(zoo.expected_scale("gemma2"))
+    ] * 2
 
 
 def test_wrong_query_pre_attn_scalar() -> None:

@@ -20,6 +20,10 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale as asc
+from attnscale._docs import figures
+from attnscale._docs.style import use_style
+
+use_style()
 
 SEED = 0
 N_SAMPLES = 10_000
@@ -40,8 +44,8 @@ raw = {d: asc.sample_scores(d, N_SAMPLES, method="dot", generator=gen) for d in 
 scaled = {d: s / math.sqrt(d) for d, s in raw.items()}
 
 fig, (ax_raw, ax_scaled) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
-asc.plot_score_histograms(raw, ax=ax_raw, xlabel="raw score $q\\cdot k$")
-asc.plot_score_histograms(
+figures.plot_score_histograms(raw, ax=ax_raw, xlabel="raw score $q\\cdot k$")
+figures.plot_score_histograms(
     scaled, ax=ax_scaled, reference_pdf=True, xlabel="scaled score $q\\cdot k/\\sqrt{d_k}$"
 )
 ax_raw.set_title("Raw scores widen with $d_k$")
@@ -115,7 +119,7 @@ print(f"a standard normal puts {math.erf(3 / math.sqrt(2)):.2%} of its mass with
 est = [asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, generator=gen)) for d in SWEEP_DKS]
 theory = [asc.dot_product_moments(d).variance for d in SWEEP_DKS]
 
-ax = asc.plot_variance_vs_dk(
+ax = figures.plot_variance_vs_dk(
     SWEEP_DKS,
     [e.variance for e in est],
     low=[e.low for e in est],
@@ -127,7 +131,7 @@ scaled_est = [
     asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, scale=d**-0.5, generator=gen))
     for d in SWEEP_DKS
 ]
-asc.plot_variance_vs_dk(
+figures.plot_variance_vs_dk(
     SWEEP_DKS,
     [e.variance for e in scaled_est],
     low=[e.low for e in scaled_est],

@@ -18,6 +18,10 @@ import torch
 from torch import nn
 
 import attnscale as asc
+from attnscale._docs import figures
+from attnscale._docs.style import use_style
+
+use_style()
 
 SEED = 0
 D_K = 64
@@ -53,7 +57,7 @@ for label, params in CASES.items():
     s = asc.sample_scores(D_K, N_SAMPLES, scale=D_K**-0.5, generator=gen, **params)
     rows.append((label, theory, s.mean().item(), asc.variance_estimate(s)))
 
-ax = asc.plot_theory_vs_measured(
+ax = figures.plot_theory_vs_measured(
     [r[0] for r in rows],
     [r[1].variance for r in rows],
     [r[3].variance for r in rows],
@@ -147,7 +151,7 @@ for label, (predicted, var_q, std_scaled) in results.items():
 
 fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
 labels = list(results)
-ax.barh(labels[::-1], [results[k][2] for k in labels[::-1]], color=asc.PALETTE[0])
+ax.barh(labels[::-1], [results[k][2] for k in labels[::-1]], color="C0")
 ax.axvline(1.0, color="0.3", linestyle="--", linewidth=1, label="textbook assumption")
 ax.set_xlabel("std of $q\\cdot k/\\sqrt{d_k}$ at initialisation")
 ax.legend(frameon=False, loc="lower right")

@@ -16,7 +16,10 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
+from attnscale._docs.style import use_style
 from attnscale.plotting import plot_probability_rows
+
+use_style()
 
 CASES = {
     "case 1: [1, 0.5, -0.5]": [1.0, 0.5, -0.5],

@@ -20,7 +20,10 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale.plotting import PALETTE, plot_scaled_vs_unscaled
+from attnscale._docs.figures import plot_scaled_vs_unscaled
+from attnscale._docs.style import use_style
+
+use_style()
 
 SEED = 0
 N_VALUES = (16, 128, 1024)  # keys per row (sequence length)
@@ -99,7 +102,8 @@ for n in N_VALUES:
     theory[n, "scaled"] = [attnscale.gaussian_logit_entropy(n, 1.0) / math.log(n)] * len(fine_d_ks)
 
 fig, (ax_h, ax_p) = plt.subplots(1, 2, figsize=(7, 3.6), layout="constrained")
-for colour, n in zip(PALETTE, N_VALUES, strict=False):
+for k, n in enumerate(N_VALUES):
+    colour = f"C{k}"
     unscaled = [results[n, d, "unscaled"] for d in D_KS]
     scaled = [results[n, d, "scaled"] for d in D_KS]
     plot_scaled_vs_unscaled(

@@ -21,11 +21,14 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale.plotting import (
+from attnscale._docs.figures import (
     plot_jacobian_norm_vs_sigma,
     plot_log_histograms,
     plot_saturation_vs_sigma,
 )
+from attnscale._docs.style import use_style
+
+use_style()
 
 SEED = 0
 N = 64  # logits per row

@@ -18,7 +18,11 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale.plotting import plot_entropy_vs_temperature, plot_probability_rows
+from attnscale._docs.figures import plot_entropy_vs_temperature
+from attnscale._docs.style import use_style
+from attnscale.plotting import plot_probability_rows
+
+use_style()
 
 SEED = 0
 N = 16  # keys in the row

@@ -12,7 +12,10 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
+from attnscale._docs import style
 from attnscale.plotting import plot_strategy_curves
+
+style.use_style()
 
 SEED = 0
 D_MODEL = 64  # input width; default-init projections give Var(q_i) of about 1/3 for any width
@@ -54,20 +57,26 @@ with torch.no_grad():
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 plot_strategy_curves(
-    D_KS, logit_std, ax=ax1, xlabel="$d_k$ (head dimension)", ylabel="logit std", logy=True
+    D_KS,
+    logit_std,
+    ax=ax1,
+    xlabel="$d_k$ (head dimension)",
+    ylabel="logit std",
+    logy=True,
+    **style.strategy_kwargs(),
+    legend=False,
 )
 plot_strategy_curves(
-    D_KS, entropy, ax=ax2, xlabel="$d_k$ (head dimension)", ylabel="entropy / ln n"
+    D_KS,
+    entropy,
+    ax=ax2,
+    xlabel="$d_k$ (head dimension)",
+    ylabel="entropy / ln n",
+    **style.strategy_kwargs(),
+    legend=False,
 )
-for ax in (ax1, ax2):  # one legend for both panels, below them, clear of the curves
-    ax.get_legend().remove()
-fig.legend(
-    *ax1.get_legend_handles_labels(),
-    loc="outside lower center",
-    ncol=5,
-    frameon=False,
-    fontsize="small",
-)
+# one legend for both panels, below them, clear of the curves
+fig.legend(*ax1.get_legend_handles_labels(), loc="outside lower center", ncol=4)
 fig.suptitle("Logit spread and attention entropy at initialisation, per strategy")
 
 # %%

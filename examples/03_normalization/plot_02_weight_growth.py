@@ -15,7 +15,10 @@ import numpy as np
 import torch
 
 import attnscale
+from attnscale._docs import style
 from attnscale.plotting import plot_strategy_curves
+
+style.use_style()
 
 SEED = 0
 D_MODEL = 256
@@ -65,20 +68,27 @@ with torch.no_grad():
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 plot_strategy_curves(
-    GAINS, entropy, ax=ax1, xlabel="weight scale $g$", ylabel="entropy / ln n", hline=THRESHOLD
+    GAINS,
+    entropy,
+    ax=ax1,
+    xlabel="weight scale $g$",
+    ylabel="entropy / ln n",
+    hline=THRESHOLD,
+    **style.strategy_kwargs(),
+    legend=False,
 )
 plot_strategy_curves(
-    GAINS, max_logit, ax=ax2, xlabel="weight scale $g$", ylabel="max |logit|", logy=True
+    GAINS,
+    max_logit,
+    ax=ax2,
+    xlabel="weight scale $g$",
+    ylabel="max |logit|",
+    logy=True,
+    **style.strategy_kwargs(),
+    legend=False,
 )
-for ax in (ax1, ax2):  # one legend for both panels, below them, clear of the curves
-    ax.get_legend().remove()
-fig.legend(
-    *ax1.get_legend_handles_labels(),
-    loc="outside lower center",
-    ncol=5,
-    frameon=False,
-    fontsize="small",
-)
+# one legend for both panels, below them, clear of the curves
+fig.legend(*ax1.get_legend_handles_labels(), loc="outside lower center", ncol=4)
 fig.suptitle("Attention entropy and largest logit as W_q, W_k grow, per strategy")
 
 # %%

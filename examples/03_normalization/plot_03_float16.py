@@ -14,7 +14,10 @@ import numpy as np
 import torch
 
 import attnscale
+from attnscale._docs import style
 from attnscale.plotting import plot_strategy_curves
+
+style.use_style()
 
 SEED = 0
 D_MODEL = 256
@@ -94,6 +97,8 @@ plot_strategy_curves(
     ylabel="max |weight error| (fp16 vs fp64)",
     logy=True,
     hline=TOLERANCE,
+    **style.strategy_kwargs(),
+    legend=True,
 )
 ax.set_title("Float16 attention-weight error as W_q, W_k grow (1 = overflow)")
 

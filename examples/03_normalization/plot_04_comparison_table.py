@@ -13,7 +13,11 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale.plotting import Table, plot_strategy_bars
+from attnscale._docs import style
+from attnscale._docs.figures import plot_strategy_bars
+from attnscale._docs.tables import Table
+
+style.use_style()
 
 SEED = 0
 D_MODEL = 256
@@ -85,16 +89,17 @@ print(
 
 # %%
 labels = list(VARIANTS)
+shown = [style.labels(labels)[v] for v in labels]  # display labels, from the site's one table
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.6), layout="constrained")
 plot_strategy_bars(
-    labels,
+    shown,
     [measured[v]["cost"] for v in labels],
     ax=ax1,
     xlabel="time / time of 1/√d_k",
     reference=1.0,
 )
 plot_strategy_bars(
-    labels,
+    shown,
     [measured[v]["h_grown"] for v in labels],
     ax=ax2,
     xlabel=f"entropy / ln n at g = {GAIN:g}",

@@ -12,7 +12,11 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
+from attnscale._docs import style
+from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands, plot_training_metric
+
+style.use_style()
 
 SEEDS = [0, 1, 2, 3, 4]  # five independent runs per variant
 D_MODEL = 128
@@ -100,12 +104,15 @@ plot_training_metric(
     logy=True,
     hline=float(floors.mean()),
     hline_label="floor",
+    **style.strategy_kwargs(),
 )
 axes[0].set_title("loss per epoch")
 first = {k: v[:, : 3 * result.steps_per_epoch] for k, v in result.by_variant("grad_norm").items()}
-plot_seed_bands(first, ax=axes[1], xlabel="step", ylabel="gradient norm")
+plot_seed_bands(first, ax=axes[1], xlabel="step", ylabel="gradient norm", **style.strategy_kwargs())
 axes[1].set_title("gradient norm, first steps")
-plot_training_metric(result, "entropy", ax=axes[2], ylabel="attention entropy (nats)")
+plot_training_metric(
+    result, "entropy", ax=axes[2], ylabel="attention entropy (nats)", **style.strategy_kwargs()
+)
 axes[2].set_title("attention entropy")
 fig.suptitle("Reconstruction, d_k = 64: scaled vs unscaled, 5 seeds")
 plt.show()
@@ -141,7 +148,7 @@ for name, values in epoch_loss.items():
             f"{result.entropy[idx, -1].mean():.3f}",
         ]
     )
-attnscale.Table(
+Table(
     [
         "variant",
         "final loss (mean ± sd)",

@@ -11,7 +11,11 @@ spread and gradients, with seeds as bands, then repeat on a task where sharp att
 import matplotlib.pyplot as plt
 
 import attnscale
+from attnscale._docs import style
+from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands, plot_training_metric
+
+style.use_style()
 
 SEEDS = [0, 1, 2]
 D_KS = [64, 256, 512]
@@ -86,9 +90,14 @@ for row, (d_k, res) in zip(axes, mean_runs.items(), strict=True):
         logy=True,
         hline=1 / SEQ_LEN,
         hline_label="predict 0",
+        **style.strategy_kwargs(),
     )
-    plot_training_metric(res, "entropy", ax=row[1], ylabel="entropy (nats)")
-    plot_training_metric(res, "logit_std", ax=row[2], ylabel="logit std", logy=True)
+    plot_training_metric(
+        res, "entropy", ax=row[1], ylabel="entropy (nats)", **style.strategy_kwargs()
+    )
+    plot_training_metric(
+        res, "logit_std", ax=row[2], ylabel="logit std", logy=True, **style.strategy_kwargs()
+    )
 axes[0, 0].set_title("training loss")
 axes[0, 1].set_title("attention entropy")
 axes[0, 2].set_title("logit spread")
@@ -118,7 +127,7 @@ for name in VARIANTS:
             f"{res.grad_norm_q[idx].median():.2e}",
         ]
     )
-attnscale.Table(
+Table(
     [
         f"d_k = {d_k}",
         "entropy first → last (nats)",
@@ -136,6 +145,7 @@ plot_seed_bands(
     ax=ax,
     ylabel="gradient norm of W_q",
     logy=True,
+    **style.strategy_kwargs(),
 )
 ax.set_title(f"Mean task, d_k = {d_k}: the unscaled model's gradients are larger")
 plt.show()
@@ -184,7 +194,7 @@ for task, res in contrast.items():
                 f"{res.max_prob[idx, -1].mean():.3f}",
             ]
         )
-attnscale.Table(
+Table(
     [
         f"task (d_k = {D_KS[-1]})",
         "variant",
@@ -200,7 +210,9 @@ attnscale.Table(
 fig, axes = plt.subplots(1, 2, figsize=(7, 2.8), layout="constrained")
 for ax, task in zip(axes, ("reconstruction", "retrieval"), strict=True):
     res = contrast[task]
-    plot_training_metric(res, "loss", ax=ax, ylabel="training loss (MSE)", logy=True)
+    plot_training_metric(
+        res, "loss", ax=ax, ylabel="training loss (MSE)", logy=True, **style.strategy_kwargs()
+    )
     ax.set_title(task)
 fig.suptitle(f"Tasks that want one-hot attention, d_k = {D_KS[-1]} (seed bands)")
 plt.show()

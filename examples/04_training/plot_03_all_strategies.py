@@ -12,7 +12,11 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale.plotting import plot_loss_grid
+from attnscale._docs import style
+from attnscale._docs.figures import plot_loss_grid
+from attnscale._docs.tables import Table
+
+style.use_style()
 
 SEEDS = [0, 1, 2]
 TASKS = ["mean", "reconstruction"]  # uniform attention is right / one-hot attention is right
@@ -65,7 +69,7 @@ std = torch.tensor([[float(final[t][s].std()) for t in TASKS] for s in STRATEGIE
 
 # %%
 fig, ax = plt.subplots(figsize=(6.4, 4.4), layout="constrained")
-plot_loss_grid(STRATEGIES, TASKS, mean, std, ax=ax)
+plot_loss_grid([style.STRATEGIES[s].label for s in STRATEGIES], TASKS, mean, std, ax=ax)
 ax.set_title(f"Final loss of every strategy on two tasks (d_k = {D_K}, {len(SEEDS)} seeds)")
 plt.show()
 
@@ -88,7 +92,7 @@ for j, task in enumerate(TASKS):
         f"1/sqrt(d_k) ranks {int((order == STRATEGIES.index('inverse_sqrt')).nonzero()) + 1}"
         f" of {len(STRATEGIES)}"
     )
-attnscale.Table(
+Table(
     ["strategy", *(f"regret on {t}" for t in TASKS), "worst regret"],
     [[s, *(f"{r:.3g}" for r in regret[i]), f"{worst[i]:.3g}"] for i, s in enumerate(STRATEGIES)],
 )

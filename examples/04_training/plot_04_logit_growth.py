@@ -13,7 +13,11 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
+from attnscale._docs import style
+from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands
+
+style.use_style()
 
 SEEDS = [0, 1]
 LRS = [1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]
@@ -82,6 +86,7 @@ plot_seed_bands(
     logx=True,
     logy=True,
     markers=True,
+    **style.strategy_kwargs(),
 )
 axes[0].set_title("LR sensitivity")
 plot_seed_bands(
@@ -93,6 +98,7 @@ plot_seed_bands(
     logx=True,
     logy=True,
     markers=True,
+    **style.strategy_kwargs(),
 )
 axes[1].set_title("attention logit growth")
 fig.suptitle("One Transformer block on retrieval: learning-rate sweep (seed bands)")
@@ -108,7 +114,7 @@ for j, lr in enumerate(LRS):
             *(f"{peak[n][:, j].mean():.1f}" for n in VARIANTS),
         ]
     )
-attnscale.Table(
+Table(
     ["lr", *(f"final loss, {n}" for n in VARIANTS), *(f"max |logit|, {n}" for n in VARIANTS)],
     rows,
 )
@@ -140,8 +146,12 @@ top = LRS[-1]
 fig, axes = plt.subplots(1, 2, figsize=(7, 2.8), layout="constrained")
 logit = {n: result.logit_max[result.select(strategy=n, lr=top)] for n in VARIANTS}
 entropy = {n: result.entropy[result.select(strategy=n, lr=top)] for n in VARIANTS}
-plot_seed_bands(logit, ax=axes[0], xlabel="step", ylabel="max |logit|", logy=True)
-plot_seed_bands(entropy, ax=axes[1], xlabel="step", ylabel="attention entropy (nats)")
+plot_seed_bands(
+    logit, ax=axes[0], xlabel="step", ylabel="max |logit|", logy=True, **style.strategy_kwargs()
+)
+plot_seed_bands(
+    entropy, ax=axes[1], xlabel="step", ylabel="attention entropy (nats)", **style.strategy_kwargs()
+)
 fig.suptitle(f"Learning rate {top:g}: logits and entropy over training (seed bands)")
 plt.show()
 for n in VARIANTS:

@@ -17,6 +17,9 @@ from torch import nn
 
 import attnscale
 from attnscale import AttentionMonitor, plotting
+from attnscale._docs.style import use_style
+
+use_style()
 
 torch.manual_seed(SEED)
 x = torch.randn(BATCH, SEQ, D_MODEL)

@@ -16,6 +16,9 @@ import matplotlib.pyplot as plt
 import torch
 
 from attnscale import AttentionMonitor, plotting
+from attnscale._docs.style import use_style
+
+use_style()
 
 torch.manual_seed(SEED)
 base_q = torch.randn(BATCH, HEADS, SEQ, D_HEAD)

@@ -17,8 +17,12 @@ import matplotlib.pyplot as plt
 import torch
 import transformers
 
-from attnscale import AttentionMonitor, MonitorReport, Table
-from attnscale import _zoo as zoo  # tiny-config builders, used by this site and its tests
+from attnscale import AttentionMonitor, MonitorReport
+from attnscale._docs import zoo  # tiny-config builders, used by this site and its tests
+from attnscale._docs.style import use_style
+from attnscale._docs.tables import Table
+
+use_style()
 
 start = time.perf_counter()
 print(f"transformers {transformers.__version__}, torch {torch.__version__}")

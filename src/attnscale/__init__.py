@@ -1,8 +1,12 @@
 """attnscale: measure, explain and debug the 1/sqrt(d_k) scaling in attention.
 
 Everything documented is importable from the top level, e.g.
-``from attnscale import sample_scores``.
+``from attnscale import sample_scores``. The plot helpers are imported on
+first use, so ``import attnscale`` does not import matplotlib (an optional
+dependency: ``pip install attnscale[plot]``).
 """
+
+from typing import TYPE_CHECKING
 
 from .factcheck import VERDICTS, ClaimCheck, check_claims
 from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model
@@ -14,26 +18,6 @@ from .monitor import (
     AttentionStats,
     Finding,
     MonitorReport,
-)
-from .plotting import (
-    PALETTE,
-    Table,
-    plot_entropy_vs_temperature,
-    plot_jacobian_norm_vs_sigma,
-    plot_log_histograms,
-    plot_loss_grid,
-    plot_monitor_series,
-    plot_monitor_summary,
-    plot_probability_rows,
-    plot_saturation_vs_sigma,
-    plot_scaled_vs_unscaled,
-    plot_score_histograms,
-    plot_seed_bands,
-    plot_strategy_bars,
-    plot_strategy_curves,
-    plot_theory_vs_measured,
-    plot_training_metric,
-    plot_variance_vs_dk,
 )
 from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
 from .scaling import (
@@ -74,6 +58,35 @@ from .theory import (
 )
 from .training import METRICS, TASKS, TrainingResult, make_task, train
 
+if TYPE_CHECKING:  # for type checkers and the API reference; at run time see __getattr__
+    from .plotting import (
+        plot_monitor_series,
+        plot_monitor_summary,
+        plot_probability_rows,
+        plot_seed_bands,
+        plot_strategy_curves,
+        plot_training_metric,
+    )
+
+_PLOTTING = (
+    "plot_monitor_series",
+    "plot_monitor_summary",
+    "plot_probability_rows",
+    "plot_seed_bands",
+    "plot_strategy_curves",
+    "plot_training_metric",
+)
+
+
+def __getattr__(name: str) -> object:
+    """Import the plot helpers (and so matplotlib) only when one is first used."""
+    if name in _PLOTTING:
+        from . import plotting
+
+        return getattr(plotting, name)
+    raise AttributeError(f"module 'attnscale' has no attribute {name!r}")
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -81,7 +94,6 @@ __all__ = [
     "GUIDE_URL",
     "METRICS",
     "MODELS",
-    "PALETTE",
     "SCALING_STRATEGIES",
     "TASKS",
     "THRESHOLDS",
@@ -107,7 +119,6 @@ __all__ = [
     "ScoreScaling",
     "SimpleAttentionModel",
     "SoftmaxStats",
-    "Table",
     "TrainingResult",
     "VarianceEstimate",
     "check_claims",
@@ -119,22 +130,12 @@ __all__ = [
     "make_strategy",
     "make_task",
     "max_probability",
-    "plot_entropy_vs_temperature",
-    "plot_jacobian_norm_vs_sigma",
-    "plot_log_histograms",
-    "plot_loss_grid",
     "plot_monitor_series",
     "plot_monitor_summary",
     "plot_probability_rows",
-    "plot_saturation_vs_sigma",
-    "plot_scaled_vs_unscaled",
-    "plot_score_histograms",
     "plot_seed_bands",
-    "plot_strategy_bars",
     "plot_strategy_curves",
-    "plot_theory_vs_measured",
     "plot_training_metric",
-    "plot_variance_vs_dk",
     "sample_scores",
     "saturated_fraction",
     "scaled_dot_product_attention",

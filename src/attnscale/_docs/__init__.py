@@ -1,0 +1,10 @@
+"""Helpers that exist only to build this project's site: no stability promise.
+
+Nothing here is part of attnscale's public API; names, signatures and
+behaviour may change in any release. The guide's examples use them:
+
+- ``figures``: one plot helper per figure of the guide;
+- ``tables``: the HTML/Markdown tables of the pages;
+- ``style``: the site's matplotlib style and the one table of strategy colours and labels;
+- ``zoo``: tiny Hugging Face ``transformers`` models for the monitor pages and tests.
+"""

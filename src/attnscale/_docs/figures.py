@@ -1,0 +1,585 @@
+"""Figure helpers that draw one figure of the guide each: site-only, no stability promise.
+
+Each takes its data and an optional ``ax`` and returns the ``Axes`` it drew on. Colours come
+from the axes' property cycle, that is from the site's style
+([use_style][attnscale._docs.style.use_style] sets it), not from code here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import torch
+from matplotlib.axes import Axes
+from matplotlib.patches import Rectangle
+
+from .. import _checks
+from .._figure import cycle_colour, new_axes, to_numpy
+
+__all__ = [
+    "plot_entropy_vs_temperature",
+    "plot_jacobian_norm_vs_sigma",
+    "plot_log_histograms",
+    "plot_loss_grid",
+    "plot_saturation_vs_sigma",
+    "plot_scaled_vs_unscaled",
+    "plot_score_histograms",
+    "plot_strategy_bars",
+    "plot_theory_vs_measured",
+    "plot_variance_vs_dk",
+]
+
+
+def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
+    """Labelled dashed vertical lines at the given x positions."""
+    for k, (label, value) in enumerate((marks or {}).items()):
+        ax.axvline(value, color=cycle_colour(k + 3), linestyle="--", linewidth=1)
+        ax.annotate(
+            label,
+            (value, 0.98),
+            xycoords=("data", "axes fraction"),
+            rotation=90,
+            ha="right",
+            va="top",
+            fontsize="x-small",
+        )
+
+
+def plot_score_histograms(
+    samples: Mapping[int, torch.Tensor | np.ndarray],
+    *,
+    ax: Axes | None = None,
+    bins: int = 80,
+    reference_pdf: bool = False,
+    xlabel: str = "score",
+) -> Axes:
+    """Overlay density histograms of scores, one per key dimension $d_k$.
+
+    Parameters
+    ----------
+    samples : Mapping[int, Tensor or ndarray]
+        Scores keyed by $d_k$.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    bins : int
+        Number of histogram bins per sample.
+    reference_pdf : bool
+        Also draw the standard normal density, the law scaled scores approach.
+    xlabel : str
+        Label of the x axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    if not samples:
+        raise ValueError("samples must contain at least one d_k")
+    bins = _checks.positive_int(bins, "bins")
+    ax = new_axes(ax)
+    for k, (d_k, values) in enumerate(sorted(samples.items())):
+        ax.hist(
+            to_numpy(values),
+            bins=bins,
+            density=True,
+            histtype="step",
+            linewidth=1.4,
+            color=cycle_colour(k),
+            label=f"$d_k = {d_k}$",
+        )
+    if reference_pdf:
+        lo, hi = ax.get_xlim()
+        x = np.linspace(lo, hi, 400)
+        ax.plot(
+            x,
+            np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi),
+            "k--",
+            linewidth=1,
+            label="$\\mathcal{N}(0, 1)$",
+        )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
+    ax.legend()
+    return ax
+
+
+def plot_variance_vs_dk(
+    d_ks: Sequence[int],
+    measured: Sequence[float],
+    *,
+    low: Sequence[float] | None = None,
+    high: Sequence[float] | None = None,
+    theory: Sequence[float] | None = None,
+    label: str = "measured",
+    ax: Axes | None = None,
+) -> Axes:
+    """Log-log plot of a measured variance against $d_k$, with an error band and theory.
+
+    Parameters
+    ----------
+    d_ks : Sequence[int]
+        Key dimensions (x axis).
+    measured : Sequence[float]
+        Measured variances.
+    low, high : Sequence[float], optional
+        Lower and upper edges of the sampling-error band.
+    theory : Sequence[float], optional
+        Closed-form variances, drawn as a dashed line.
+    label : str
+        Legend label of the measured points.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x, y = to_numpy(d_ks), to_numpy(measured)
+    if x.shape != y.shape or x.ndim != 1:
+        raise ValueError("d_ks and measured must be 1-D sequences of equal length")
+    ax = new_axes(ax)
+    colour = cycle_colour(len(ax.lines))
+    if theory is not None:
+        ax.plot(x, to_numpy(theory), "--", color="0.4", linewidth=1, label="theory")
+    if low is not None and high is not None:
+        ax.fill_between(x, to_numpy(low), to_numpy(high), color=colour, alpha=0.25, linewidth=0)
+    ax.plot(x, y, "o", color=colour, markersize=5, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("$d_k$ (key dimension)")
+    ax.set_ylabel("variance of the score")
+    ax.legend()
+    return ax
+
+
+def plot_theory_vs_measured(
+    labels: Sequence[str],
+    theory: Sequence[float],
+    measured: Sequence[float],
+    *,
+    err: Sequence[float] | None = None,
+    ax: Axes | None = None,
+    quantity: str = "variance",
+) -> Axes:
+    """Horizontal dot plot comparing a closed form with measurements, case by case.
+
+    Parameters
+    ----------
+    labels : Sequence[str]
+        One name per case (y axis).
+    theory, measured : Sequence[float]
+        Predicted and measured values.
+    err : Sequence[float], optional
+        Half-widths of error bars on the measurements.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    quantity : str
+        Name of the quantity, for the x label.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    t, m = to_numpy(theory), to_numpy(measured)
+    if not (len(labels) == t.size == m.size):
+        raise ValueError("labels, theory and measured must have the same length")
+    ax = new_axes(ax, (6.4, 0.45 * len(labels) + 1.2))
+    y = np.arange(len(labels))[::-1]
+    ax.plot(t, y, "|", color="0.2", markersize=16, markeredgewidth=2, label="theory")
+    ax.errorbar(
+        m,
+        y,
+        xerr=None if err is None else to_numpy(err),
+        fmt="o",
+        color="C1",
+        markersize=5,
+        capsize=3,
+        label="measured",
+    )
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(quantity)
+    ax.legend(loc="lower right")
+    return ax
+
+
+def plot_scaled_vs_unscaled(
+    d_ks: Sequence[int],
+    unscaled: Sequence[float],
+    scaled: Sequence[float],
+    *,
+    theory_unscaled: Sequence[float] | None = None,
+    theory_scaled: Sequence[float] | None = None,
+    theory_d_ks: Sequence[float] | None = None,
+    label: str = "",
+    ylabel: str = "value",
+    colour: str = "C0",
+    ax: Axes | None = None,
+) -> Axes:
+    """One row statistic against $d_k$, unscaled (filled) and scaled (open) scores in one colour.
+
+    Call it once per sequence length on the same Axes, with a different ``colour``.
+
+    Parameters
+    ----------
+    d_ks : Sequence[int]
+        Key dimensions (x axis, log scale).
+    unscaled, scaled : Sequence[float]
+        Measured statistic for $q \\cdot k$ and $q \\cdot k / \\sqrt{d_k}$.
+    theory_unscaled, theory_scaled : Sequence[float], optional
+        Approximations drawn as thin dashed lines.
+    theory_d_ks : Sequence[float], optional
+        x values of the theory curves, if not ``d_ks`` (e.g. a finer grid).
+    label : str
+        Legend prefix, e.g. ``"n = 128"``.
+    ylabel : str
+        Label of the y axis.
+    colour : str
+        Colour of this group of lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x, u, s = to_numpy(d_ks), to_numpy(unscaled), to_numpy(scaled)
+    if not (x.ndim == 1 and x.shape == u.shape == s.shape):
+        raise ValueError("d_ks, unscaled and scaled must be 1-D sequences of equal length")
+    ax = new_axes(ax)
+    prefix = f"{label}, " if label else ""
+    ax.plot(x, u, "o-", color=colour, markersize=4, linewidth=1.4, label=f"{prefix}unscaled")
+    ax.plot(
+        x,
+        s,
+        "s:",
+        color=colour,
+        markersize=4,
+        markerfacecolor="white",
+        linewidth=1.4,
+        label=f"{prefix}scaled $1/\\sqrt{{d_k}}$",
+    )
+    tx = x if theory_d_ks is None else to_numpy(theory_d_ks)
+    for theory in (theory_unscaled, theory_scaled):
+        if theory is not None:
+            ty = to_numpy(theory)
+            if ty.shape != tx.shape:
+                raise ValueError("theory curves must match theory_d_ks (or d_ks) in length")
+            ax.plot(tx, ty, "--", color=colour, linewidth=0.9, alpha=0.7)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("$d_k$ (key dimension)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="x-small")
+    return ax
+
+
+def plot_jacobian_norm_vs_sigma(
+    sigmas: Sequence[float],
+    norms: torch.Tensor | np.ndarray,
+    *,
+    marks: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+    ylabel: str = "$\\|J\\|_F$, softmax Jacobian norm",
+) -> Axes:
+    """Mean, median and 10-90% band of per-row Jacobian norms against the logit scale $\\sigma$.
+
+    Parameters
+    ----------
+    sigmas : Sequence[float]
+        Logit standard deviations (x axis, log scale).
+    norms : Tensor or ndarray
+        Shape ``(len(sigmas), rows)``: one norm per row at each $\\sigma$.
+    marks : Mapping[str, float], optional
+        Logit scales to mark with labelled vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    ylabel : str
+        Label of the y axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x, v = to_numpy(sigmas), to_numpy(norms)
+    if x.ndim != 1 or v.ndim != 2 or v.shape[0] != x.size or v.shape[1] == 0:
+        raise ValueError("norms must have shape (len(sigmas), rows) with at least one row")
+    ax = new_axes(ax)
+    lo, med, hi = np.quantile(v, [0.1, 0.5, 0.9], axis=1)
+    ax.fill_between(x, lo, hi, color="C0", alpha=0.18, linewidth=0, label="10-90% of rows")
+    ax.plot(x, v.mean(axis=1), "-", color="C0", linewidth=1.8, label="mean")
+    ax.plot(x, med, "--", color="C1", linewidth=1.6, label="median")
+    _vmarks(ax, marks)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
+    ax.set_ylabel(ylabel)
+    ax.legend()
+    return ax
+
+
+def plot_log_histograms(
+    samples: Mapping[str, torch.Tensor | np.ndarray],
+    *,
+    floor: float = 1e-10,
+    bins: int = 40,
+    ax: Axes | None = None,
+    xlabel: str = "$\\log_{10}$ of the value",
+) -> Axes:
+    """Overlay histograms of $\\log_{10}$ of values; values below ``floor`` pile up there.
+
+    Shows distributions spanning many decades, such as per-row Jacobian norms
+    that split into saturated (tiny) and unsaturated rows.
+
+    Parameters
+    ----------
+    samples : Mapping[str, Tensor or ndarray]
+        Non-negative values keyed by legend label.
+    floor : float
+        Values below it (including 0) are counted in the first bin.
+    bins : int
+        Number of bins.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str
+        Label of the x axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    if not samples:
+        raise ValueError("samples must contain at least one entry")
+    floor = _checks.positive_float(floor, "floor")
+    bins = _checks.positive_int(bins, "bins")
+    ax = new_axes(ax)
+    arrays = {label: to_numpy(v).ravel() for label, v in samples.items()}
+    top = max(float(np.max(a)) for a in arrays.values() if a.size)
+    edges = np.linspace(np.log10(floor), np.log10(max(top, floor * 10)) + 1e-9, bins + 1)
+    for k, (label, a) in enumerate(arrays.items()):
+        logs = np.log10(np.clip(a, floor, None))
+        ax.hist(
+            logs,
+            bins=edges.tolist(),
+            weights=np.full(a.size, 1.0 / max(a.size, 1)),
+            histtype="step",
+            linewidth=1.5,
+            color=cycle_colour(k),
+            label=label,
+        )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of rows per bin")
+    ax.legend()
+    return ax
+
+
+def plot_entropy_vs_temperature(
+    temperatures: Sequence[float],
+    entropies: Mapping[str, Sequence[float] | torch.Tensor | np.ndarray],
+    *,
+    log_n: float | None = None,
+    marks: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Entropy of $\\mathrm{softmax}(z / T)$ against the temperature $T$ (log scale).
+
+    Parameters
+    ----------
+    temperatures : Sequence[float]
+        Positive temperatures (x axis).
+    entropies : Mapping[str, sequence]
+        Entropy curves in nats keyed by legend label.
+    log_n : float, optional
+        Draw the ceiling $\\log n$ (uniform softmax) as a dotted line.
+    marks : Mapping[str, float], optional
+        Temperatures to mark with labelled vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    t = to_numpy(temperatures)
+    if t.ndim != 1 or not np.all(t > 0):
+        raise ValueError("temperatures must be a 1-D sequence of positive numbers")
+    ax = new_axes(ax)
+    for k, (label, h) in enumerate(entropies.items()):
+        y = to_numpy(h)
+        if y.shape != t.shape:
+            raise ValueError(f"entropies[{label!r}] must have the temperatures' length {t.size}")
+        ax.plot(t, y, color=cycle_colour(k), linewidth=1.8, label=label)
+    if log_n is not None:
+        ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
+    _vmarks(ax, marks)
+    ax.set_xscale("log")
+    ax.set_xlabel("temperature $T$")
+    ax.set_ylabel("entropy $H$ (nats)")
+    ax.legend()
+    return ax
+
+
+def plot_saturation_vs_sigma(
+    sigmas: Sequence[float],
+    fractions: Mapping[str, Sequence[float]],
+    *,
+    marks: Mapping[str, float] | None = None,
+    ax: Axes | None = None,
+) -> Axes:
+    """Fraction of saturated softmax rows against the logit scale $\\sigma$.
+
+    Parameters
+    ----------
+    sigmas : Sequence[float]
+        Logit standard deviations (x axis, log scale).
+    fractions : Mapping[str, Sequence[float]]
+        Fractions in $[0, 1]$, one curve per label (e.g. per threshold).
+    marks : Mapping[str, float], optional
+        Logit scales to mark with labelled vertical lines.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    x = to_numpy(sigmas)
+    if x.ndim != 1:
+        raise ValueError("sigmas must be a 1-D sequence")
+    ax = new_axes(ax)
+    for k, (label, f) in enumerate(fractions.items()):
+        y = to_numpy(f)
+        if y.shape != x.shape:
+            raise ValueError(f"fractions[{label!r}] must have the length of sigmas, {x.size}")
+        ax.plot(x, y, "o-", color=cycle_colour(k), markersize=3, label=label)
+    _vmarks(ax, marks)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
+    ax.set_ylabel("fraction of saturated rows")
+    ax.legend()
+    return ax
+
+
+def plot_strategy_bars(
+    labels: Sequence[str],
+    values: Sequence[float] | np.ndarray | torch.Tensor,
+    *,
+    ax: Axes | None = None,
+    xlabel: str = "value",
+    reference: float | None = None,
+) -> Axes:
+    """Horizontal bars, one per strategy, with the value printed at the end of each bar.
+
+    Parameters
+    ----------
+    labels : Sequence[str]
+        One name per bar (top to bottom).
+    values : sequence of float
+        Bar lengths.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str
+        Label of the x axis (include units).
+    reference : float, optional
+        Draw a thin vertical reference line here (e.g. 1 for ratios).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``labels`` and ``values`` differ in length.
+    """
+    v = to_numpy(values)
+    if v.ndim != 1 or v.size != len(labels):
+        raise ValueError("labels and values must have the same length")
+    ax = new_axes(ax, (6.4, 0.35 * len(labels) + 1.2))
+    y = np.arange(len(labels))[::-1]
+    ax.barh(y, v, color="C0", height=0.6)
+    for yi, vi in zip(y, v, strict=True):
+        ax.annotate(
+            f"{vi:.2f}",
+            (vi, yi),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="small",
+        )
+    if reference is not None:
+        ax.axvline(reference, color="0.3", linewidth=0.8, linestyle="--")
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(xlabel)
+    ax.margins(x=0.15)
+    return ax
+
+
+def plot_loss_grid(
+    rows: Sequence[str],
+    cols: Sequence[str],
+    mean: Sequence[Sequence[float]] | np.ndarray | torch.Tensor,
+    std: Sequence[Sequence[float]] | np.ndarray | torch.Tensor,
+    *,
+    ax: Axes | None = None,
+    colorbar_label: str = "final loss (log10)",
+) -> Axes:
+    """A grid of final losses, coloured by $\\log_{10}$ of the mean, annotated mean ± std.
+
+    The best (lowest mean) cell of each column is framed, so the winner per column is visible.
+
+    Parameters
+    ----------
+    rows, cols : Sequence[str]
+        Row labels (e.g. strategies) and column labels (e.g. tasks).
+    mean, std : array of shape (rows, cols)
+        Mean and standard deviation over seeds of the final loss (> 0).
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    colorbar_label : str
+        Label of the colour bar.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If the shapes do not match the labels or a mean is not positive.
+
+    Examples
+    --------
+    >>> ax = plot_loss_grid(["a", "b"], ["uniform", "sharp"], [[1e-3, 1e-1], [1e-2, 1e-4]],
+    ...                     [[1e-4, 1e-2], [1e-3, 1e-5]])
+    >>> len(ax.texts), len(ax.patches)
+    (4, 2)
+    """
+    m, s = to_numpy(mean), to_numpy(std)
+    shape = (len(rows), len(cols))
+    if m.shape != shape or s.shape != shape:
+        raise ValueError(f"mean and std must have shape {shape}, got {m.shape} and {s.shape}")
+    if not (m > 0).all():
+        raise ValueError("mean must be positive (it is drawn on a log scale)")
+    ax = new_axes(ax, (1.6 * len(cols) + 2.6, 0.42 * len(rows) + 1.2))
+    logm = np.log10(m)
+    image = ax.imshow(logm, cmap="viridis_r", aspect="auto")
+    mid = (logm.min() + logm.max()) / 2
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            ax.text(
+                j,
+                i,
+                f"{m[i, j]:.2g} ± {s[i, j]:.1g}",
+                ha="center",
+                va="center",
+                fontsize="small",
+                color="white" if logm[i, j] < mid else "black",
+            )
+    for j in range(shape[1]):
+        i = int(np.argmin(m[:, j]))
+        ax.add_patch(
+            Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#D55E00", linewidth=2.2)
+        )
+    ax.set_xticks(range(shape[1]), cols)
+    ax.set_yticks(range(shape[0]), rows)
+    ax.figure.colorbar(image, ax=ax, label=colorbar_label)
+    return ax

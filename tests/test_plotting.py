@@ -1,0 +1,126 @@
+"""Plot helpers: the public ones, the site's figures, and the one style with its strategy table."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.colors as mcolors
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+import attnscale
+from attnscale import plot_seed_bands, plot_strategy_curves, plot_training_metric, train
+from attnscale._docs import figures, style
+
+ROOT = Path(__file__).parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _close_figures() -> None:
+    yield
+    plt.close("all")
+
+
+def test_import_attnscale_leaves_matplotlib_out() -> None:
+    code = (
+        "import sys, attnscale; "
+        "assert 'matplotlib' not in sys.modules, 'matplotlib imported'; "
+        "attnscale.plot_seed_bands; "
+        "assert 'matplotlib' in sys.modules"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+
+
+def test_training_helpers() -> None:
+    res = train(
+        "mean",
+        strategies=["none", "cosine"],
+        seeds=[0, 1],
+        epochs=2,
+        num_samples=8,
+        d_model=8,
+        d_k=4,
+        batch_size=4,
+    )
+    ax = plot_training_metric(res, "entropy", band="std", hline=1.0, hline_label="ref")
+    assert len(ax.get_lines()) == 3 and ax.get_xlabel() == "epoch"
+    ax = plot_training_metric(
+        res, "loss", colors={"none": "#123456"}, labels={"none": "no scale"}, legend=False
+    )
+    line = next(ln for ln in ax.get_lines() if ln.get_label() == "no scale")
+    assert mcolors.to_hex(line.get_color()) == "#123456"
+    assert ax.get_legend() is None
+    ax = plot_seed_bands(
+        {"a": torch.rand(3, 5), "b": torch.rand(5)}, x=[1, 2, 4, 8, 16], logx=True, markers=True
+    )
+    assert len(ax.get_lines()) == 2
+    with pytest.raises(ValueError, match="curves"):
+        plot_seed_bands({})
+    with pytest.raises(ValueError, match="band"):
+        plot_seed_bands({"a": torch.rand(2, 3)}, band="iqr")
+    with pytest.raises(ValueError, match="x"):
+        plot_seed_bands({"a": torch.rand(2, 3)}, x=[1, 2])
+    with pytest.raises(ValueError, match="shape"):
+        plot_seed_bands({"a": torch.rand(2, 3, 4)})
+    with pytest.raises(TypeError, match="result"):
+        plot_training_metric({"loss": 1}, "loss")
+
+
+def test_strategy_curves_take_colours_and_labels() -> None:
+    names = ["none", "inverse_sqrt"]
+    ax = plot_strategy_curves(
+        [1, 2, 4],
+        {n: [1.0, 2.0, 3.0] for n in names},
+        colors=style.colours(names),
+        labels=style.labels(names),
+    )
+    drawn = {ln.get_label(): mcolors.to_hex(ln.get_color()) for ln in ax.get_lines()}
+    assert drawn == {style.STRATEGIES[n].label: style.STRATEGIES[n].colour.lower() for n in names}
+
+
+def test_loss_grid_figure() -> None:
+    ax = figures.plot_loss_grid(["s1", "s2"], ["t1"], [[1e-3], [2e-2]], [[1e-4], [1e-3]])
+    assert len(ax.texts) == 2 and len(ax.patches) == 1
+    with pytest.raises(ValueError, match="shape"):
+        figures.plot_loss_grid(["s1"], ["t1", "t2"], [[1.0]], [[0.1]])
+    with pytest.raises(ValueError, match="positive"):
+        figures.plot_loss_grid(["s1"], ["t1"], [[0.0]], [[0.1]])
+
+
+def test_every_strategy_has_one_colour_and_one_label() -> None:
+    assert set(style.STRATEGIES) == set(attnscale.SCALING_STRATEGIES)
+    colours = [mcolors.to_hex(look.colour) for look in style.STRATEGIES.values()]
+    labels = [look.label for look in style.STRATEGIES.values()]
+    assert len(set(colours)) == len(colours), "two strategies share a colour"
+    assert len(set(labels)) == len(labels), "two strategies share a label"
+    assert not any("_" in label.replace("\\", "") for label in labels if "$" not in label)
+
+
+def test_style_file_applies() -> None:
+    style.use_style()
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    assert mcolors.to_hex(cycle[0]) == style.STRATEGIES["inverse_sqrt"].colour.lower()
+    assert plt.rcParams["axes.spines.top"] is False
+    matplotlib.rcdefaults()
+
+
+EXAMPLES = sorted(ROOT.glob("examples/*/plot_*.py"))
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: p.stem)
+def test_figures_use_the_style_and_the_strategy_table(script: Path) -> None:
+    """Every example that draws applies the site style; none spells strategy names in legends."""
+    text = script.read_text()
+    if re.search(r"\bplt\.(subplots|figure)\(|\bplot_[a-z_]+\(", text):
+        assert "use_style()" in text, "the example draws but does not apply the site style"
+    # a strategy's snake_case name as a legend label means the table was bypassed
+    for name in attnscale.SCALING_STRATEGIES:
+        assert not re.search(rf"label=[\"']{name}[\"']", text), name
