@@ -252,7 +252,7 @@ def _mha_reference(
         "logit_std": float(centred.pow(2).mean().sqrt()),
         "max_abs_logit": float(v.abs().max()),
         "entropy": float(ent.mean()),
-        "max_prob": float(p.max(-1).values.mean()),
+        "max_probability": float(p.max(-1).values.mean()),
     }
 
 
@@ -310,7 +310,7 @@ def test_encoder_layer_fused_fast_path_captured() -> None:
     assert torch.equal(ref, out)
     recs = mon.report().records
     assert [r.last.path for r in recs] == ["multihead_attention:encoder-fastpath"] * 2
-    assert recs[0].last.entropy_fraction > 0.5
+    assert recs[0].last.normalized_entropy > 0.5
 
 
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors:UserWarning")

@@ -22,7 +22,7 @@ def _stats(**changes: Any) -> AttentionStats:
         shape=(2, 4, 32, 32),
         dtype="float32",
         head_dim=D,
-        n_heads=4,
+        num_heads=4,
         scale=D**-0.5,
         scale_ratio=1.0,
         scale_source="traced",
@@ -35,9 +35,9 @@ def _stats(**changes: Any) -> AttentionStats:
         logit_std=0.3,
         max_abs_logit=1.2,
         entropy=3.3,
-        entropy_fraction=0.95,
-        min_head_entropy_fraction=0.94,
-        max_prob=0.08,
+        normalized_entropy=0.95,
+        min_head_normalized_entropy=0.94,
+        max_probability=0.08,
         saturated_fraction=0.0,
         masked_fraction=0.0,
         masked_rows=0,
@@ -130,15 +130,17 @@ def test_large_logits_and_entropy_collapse_severities() -> None:
     assert _codes(err) == {"large-logits": "error"}
     sat = diagnose("a", _stats(saturated_fraction=0.2), THRESHOLDS)
     assert _codes(sat) == {"large-logits": "warning"}
-    collapse = diagnose("a", _stats(min_head_entropy_fraction=0.1), THRESHOLDS)
+    collapse = diagnose("a", _stats(min_head_normalized_entropy=0.1), THRESHOLDS)
     assert _codes(collapse) == {"entropy-collapse": "warning"}
-    collapse = diagnose("a", _stats(min_head_entropy_fraction=0.01), THRESHOLDS)
+    collapse = diagnose("a", _stats(min_head_normalized_entropy=0.01), THRESHOLDS)
     assert _codes(collapse) == {"entropy-collapse": "error"}
 
 
 def test_rows_without_two_keys_give_no_entropy_finding() -> None:
     nan = math.nan
-    stats = _stats(entropy=nan, entropy_fraction=nan, min_head_entropy_fraction=nan, max_prob=nan)
+    stats = _stats(
+        entropy=nan, normalized_entropy=nan, min_head_normalized_entropy=nan, max_probability=nan
+    )
     assert diagnose("a", stats, THRESHOLDS) == []
 
 

@@ -12,10 +12,30 @@ def test_every_arxiv_citation_is_on_the_references_page():
     sources = [
         *ROOT.glob("examples/**/*.py"),
         *ROOT.glob("factcheck/*.py"),
-        *ROOT.glob("src/attnscale/*.py"),
+        *ROOT.glob("src/attnscale/**/*.py"),
         *(p for p in ROOT.glob("docs/**/*.md") if "generated" not in p.parts),
     ]
     cited = {(m, p.relative_to(ROOT)) for p in sources for m in ARXIV.findall(p.read_text())}
     missing = sorted(f"arXiv:{m} (cited in {p})" for m, p in cited if m not in listed)
     assert not missing, f"add these to docs/references.md: {missing}"
     assert len(listed) >= 10
+
+
+# a guide page as the library writes it: "05_debugging/" or "01_variance/plot_01_variance_growth/"
+PAGE = re.compile(r"\"(0\d_[a-z_]+)/(plot_\w+/)?\"")
+
+
+def test_every_guide_link_in_the_library_points_at_an_example():
+    from attnscale.monitor.diagnosis import GUIDE_PAGES
+    from attnscale.monitor.report import GUIDE_URL
+
+    section = GUIDE_URL.rstrip("/").rsplit("/", 1)[-1]
+    links = [(section, page) for page in GUIDE_PAGES.values()]
+    for source in ROOT.glob("src/attnscale/**/*.py"):
+        links += [(folder, page) for folder, page in PAGE.findall(source.read_text())]
+    assert len(links) > len(GUIDE_PAGES), "the fact-check's links were not found"
+    for folder, page in links:
+        target = ROOT / "examples" / folder
+        if page:
+            target = target / f"{page.rstrip('/')}.py"
+        assert target.exists(), f"guide link {folder}/{page} has no example at {target}"

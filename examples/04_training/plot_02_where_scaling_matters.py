@@ -191,7 +191,7 @@ for task, res in contrast.items():
                 f"{final[name].mean():.2e}",
                 f"{final[name].min():.2e} to {final[name].max():.2e}",
                 f"{half.mean():.2f}",
-                f"{res.max_prob[idx, -1].mean():.3f}",
+                f"{res.max_probability[idx, -1].mean():.3f}",
             ]
         )
 Table(

@@ -72,7 +72,7 @@ for name in VARIANTS:
     for lr in LRS:
         idx = result.select(strategy=name, lr=lr)
         losses.append(result.final_train_loss[idx].nan_to_num(nan=1e3, posinf=1e3))
-        peaks.append(result.logit_max[idx].amax(1))
+        peaks.append(result.max_abs_logit[idx].amax(1))
     final[name] = torch.stack(losses, dim=1)  # (seeds, lrs)
     peak[name] = torch.stack(peaks, dim=1)  # (seeds, lrs)
 
@@ -144,7 +144,7 @@ for name in VARIANTS:
 # %%
 top = LRS[-1]
 fig, axes = plt.subplots(1, 2, figsize=(7, 2.8), layout="constrained")
-logit = {n: result.logit_max[result.select(strategy=n, lr=top)] for n in VARIANTS}
+logit = {n: result.max_abs_logit[result.select(strategy=n, lr=top)] for n in VARIANTS}
 entropy = {n: result.entropy[result.select(strategy=n, lr=top)] for n in VARIANTS}
 plot_seed_bands(
     logit, ax=axes[0], xlabel="step", ylabel="max |logit|", logy=True, **style.strategy_kwargs()

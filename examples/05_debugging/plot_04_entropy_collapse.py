@@ -61,7 +61,7 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3), layout="constrained")
 for lr, (monitor, _) in runs.items():
     report = monitor.report()
     plotting.plot_monitor_series(
-        report, metric="entropy_fraction", ax=ax1, ylabel="entropy / log n"
+        report, metric="normalized_entropy", ax=ax1, ylabel="entropy / log n"
     )
     plotting.plot_monitor_series(report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|")
     ax1.lines[-1].set_label(f"lr {lr:g}")

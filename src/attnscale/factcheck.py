@@ -240,7 +240,9 @@ def _check_5_1(gen: torch.Generator) -> ClaimCheck:
             ("xavier_uniform", nn.init.xavier_uniform_),
             ("kaiming_uniform", lambda w: nn.init.kaiming_uniform_(w, nonlinearity="relu")),
         ):
-            torch.manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
+            # The CPU generator only (check_claims restores it); torch.manual_seed would also
+            # reseed CUDA's.
+            torch.default_generator.manual_seed(int(torch.randint(0, 2**31, (1,), generator=gen)))
             init(layer.weight)
             measured[name] = layer(x).var().item()
     nums = {f"var_{k}": v for k, v in measured.items()}
@@ -299,15 +301,27 @@ _CHECKS: tuple[Callable[[torch.Generator], ClaimCheck], ...] = (
 def check_claims(*, seed: int = 0) -> list[ClaimCheck]:
     """Re-measure every checkable claim of the source article.
 
+    Some checks build ``torch.nn`` layers, which draw from torch's global generator; they run
+    inside ``torch.random.fork_rng``, so the caller's global random state is left untouched
+    (as by [make_model][attnscale.make_model] and [train][attnscale.train]).
+
     Parameters
     ----------
     seed : int
-        Seed for all the sampling, so the verdicts and numbers are reproducible.
+        Seed for all the sampling, so the verdicts and numbers are reproducible: an integer in
+        $[0, 2^{64})$ (Python or numpy).
 
     Returns
     -------
     list[ClaimCheck]
         One check per claim, in the article's order.
+
+    Raises
+    ------
+    TypeError
+        If ``seed`` is not an integer.
+    ValueError
+        If ``seed`` is outside $[0, 2^{64})$.
 
     Examples
     --------
@@ -319,4 +333,5 @@ def check_claims(*, seed: int = 0) -> list[ClaimCheck]:
     ['1.1', '1.2', '2.1']
     """
     gen = _checks.make_generator(None, seed)
-    return [check(gen) for check in _CHECKS]
+    with torch.random.fork_rng(devices=[]):
+        return [check(gen) for check in _CHECKS]

@@ -23,6 +23,8 @@ from .scaling import (
     AttentionResult,
     MultiHeadAttention,
     ScoreScaling,
+    _check_tokens,
+    _placement,
     _resolve,
     scaled_dot_product_attention,
 )
@@ -62,8 +64,13 @@ class SimpleAttentionModel(nn.Module):
 
     Raises
     ------
-    ValueError, TypeError
-        If a size is not a positive integer or the strategy is unknown or built for other sizes.
+    TypeError
+        If a size is not an integer, ``dtype`` is not a floating ``torch.dtype`` (strings such as
+        ``"float32"`` are refused, as torch refuses them) or ``strategy`` has the wrong type.
+    ValueError
+        If a size is not positive or so large that torch cannot allocate the weights, ``device``
+        cannot hold data (``"meta"``) or is not available, or the strategy is unknown or built for
+        other sizes.
 
     Examples
     --------
@@ -87,12 +94,17 @@ class SimpleAttentionModel(nn.Module):
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.d_k = _checks.positive_int(d_k, "d_k")
         self.d_v = self.d_k if d_v is None else _checks.positive_int(d_v, "d_v")
-        kw: dict[str, object] = {"device": device, "dtype": dtype}
+        dev, dt = _placement(device, dtype)
+        _checks.allocation((max(self.d_k, self.d_v), self.d_model), dt, "d_model, d_k or d_v")
+        kw: dict[str, object] = {"device": dev, "dtype": dt}
         self.W_q = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
         self.W_k = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
         self.W_v = nn.Linear(self.d_model, self.d_v, bias=False, **kw)
         self.out_proj = nn.Linear(self.d_v, self.d_model, bias=False, **kw)
-        self.strategy = _resolve(strategy, self.d_k, 1).to(device=device, dtype=dtype)
+        # A strategy object keeps its own dtype unless one is asked for.
+        self.strategy = _resolve(strategy, self.d_k, 1).to(
+            device=dev, dtype=None if dtype is None else dt
+        )
         self.strategy.init_projections(self.W_q, self.W_k)
 
     def forward(
@@ -114,14 +126,13 @@ class SimpleAttentionModel(nn.Module):
 
         Raises
         ------
-        ValueError, TypeError
-            If ``x`` is not a 3-D floating tensor of width ``d_model``.
+        TypeError
+            If ``x`` is not a floating tensor, or its dtype differs from the parameters'.
+        ValueError
+            If ``x`` is not 3-D with width ``d_model``, or is on another device than the
+            parameters.
         """
-        _checks.float_tensor(x, "x", min_dim=3)
-        if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"x must have shape (batch, length, {self.d_model}), got {tuple(x.shape)}"
-            )
+        _check_tokens(x, "x", self.d_model, self.W_q.weight)
         q = self.W_q(x).unsqueeze(1)  # (batch, 1, length, d_k)
         k = self.W_k(x).unsqueeze(1)  # (batch, 1, length, d_k)
         v = self.W_v(x).unsqueeze(1)  # (batch, 1, length, d_v)
@@ -165,9 +176,12 @@ class AttentionBlock(nn.Module):
 
     Raises
     ------
-    ValueError, TypeError
-        If a size is not a positive integer, ``num_heads`` does not divide ``d_model``, or the
-        strategy is invalid.
+    TypeError
+        If a size is not an integer, ``dtype`` is not a floating ``torch.dtype`` or the strategy
+        has the wrong type.
+    ValueError
+        If a size is not positive or too large to allocate, ``num_heads`` does not divide
+        ``d_model``, ``device`` cannot hold data or is not available, or the strategy is invalid.
 
     Examples
     --------
@@ -194,6 +208,9 @@ class AttentionBlock(nn.Module):
         if self.d_model % self.num_heads:
             raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
         hidden = _checks.positive_int(mlp_ratio, "mlp_ratio") * self.d_model
+        dev, dt = _placement(device, dtype)
+        _checks.allocation((hidden, self.d_model), dt, "d_model or mlp_ratio")
+        device, dtype = dev, None if dtype is None else dt
         self.ln1 = nn.LayerNorm(self.d_model, device=device, dtype=dtype)
         self.attn = MultiHeadAttention(
             self.d_model,
@@ -241,9 +258,14 @@ class AttentionBlock(nn.Module):
 
         Raises
         ------
-        ValueError, TypeError
-            If ``x`` is not a 3-D floating tensor of width ``d_model``.
+        TypeError
+            If ``x`` is not a floating tensor, or its dtype differs from the parameters'.
+        ValueError
+            If ``x`` is not 3-D with width ``d_model``, or is on another device than the
+            parameters.
         """
+        # Checked here, not only in attn: the LayerNorm would fail first, naming no argument.
+        _check_tokens(x, "x", self.d_model, self.attn.q_proj.weight)
         res = self.attn(
             self.ln1(x), is_causal=is_causal, need_weights=need_weights, need_logits=need_logits
         )
@@ -286,9 +308,9 @@ def make_model(
     strategy : str
         Score-scaling strategy name.
     seed : int
-        Seed of the initial parameters.
+        Seed of the initial parameters: an integer in $[0, 2^{64})$ (Python or numpy).
     device : optional
-        Device of the returned model.
+        Device of the returned model; it must hold data (not ``"meta"``) and be available.
 
     Returns
     -------
@@ -296,9 +318,12 @@ def make_model(
 
     Raises
     ------
-    ValueError, TypeError
+    TypeError
+        If a size or ``seed`` is not an integer.
+    ValueError
         If ``model`` or ``strategy`` is unknown, a size is not positive, ``num_heads`` is not 1
-        for ``"simple"`` or does not divide ``d_model`` for ``"block"``, or ``seed`` is negative.
+        for ``"simple"`` or does not divide ``d_model`` for ``"block"``, ``seed`` is outside
+        $[0, 2^{64})$, or ``device`` cannot hold data or is not available.
 
     Examples
     --------
@@ -308,16 +333,18 @@ def make_model(
     True
     """
     model = _checks.one_of(model, "model", MODELS)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    seed = _checks.rng_seed(seed)
+    dev = None if device is None else _checks.device(device)
     num_heads = _checks.positive_int(num_heads, "num_heads")
     if model == "simple" and num_heads != 1:
         raise ValueError(f"num_heads must be 1 for model='simple', got {num_heads}")
     with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+        # Seed only the CPU generator: torch.manual_seed would also reseed every CUDA
+        # generator, which fork_rng(devices=[]) does not restore.
+        torch.default_generator.manual_seed(seed)
         built: SimpleAttentionModel | AttentionBlock
         if model == "simple":
             built = SimpleAttentionModel(d_model, d_k, d_v, strategy=strategy)
         else:
             built = AttentionBlock(d_model, num_heads, strategy=strategy)
-    return built.to(device) if device is not None else built
+    return built.to(dev) if dev is not None else built

@@ -91,7 +91,7 @@ def plot_probability_rows(
 def plot_monitor_series(
     report: MonitorReport,
     *,
-    metric: str = "entropy_fraction",
+    metric: str = "normalized_entropy",
     ax: Axes | None = None,
     where: Sequence[str] | None = None,
     ylabel: str | None = None,
@@ -105,7 +105,7 @@ def plot_monitor_series(
         The report, whose records hold one entry per call (step).
     metric : str
         A field of [AttentionStats][attnscale.AttentionStats], e.g.
-        ``"entropy_fraction"`` or ``"max_abs_logit"``.
+        ``"normalized_entropy"`` or ``"max_abs_logit"``.
     ax : matplotlib.axes.Axes, optional
         Axes to draw on.
     where : Sequence[str], optional

@@ -112,7 +112,8 @@ def sample_scores(
     generator : torch.Generator, optional
         Source of randomness. Give this or ``seed``, not both.
     seed : int, optional
-        Seed for a fresh generator (default 0 when neither is given).
+        Seed for a fresh generator, in $[0, 2^{64})$ (default 0 when neither
+        is given).
     dtype : torch.dtype
         Floating dtype of the result.
 
@@ -123,10 +124,19 @@ def sample_scores(
 
     Raises
     ------
+    TypeError
+        If a size or moment has the wrong type, ``dtype`` is not a floating
+        ``torch.dtype`` (strings such as ``"float32"`` are refused, as torch
+        refuses them), ``seed`` is not an integer (Python or numpy) or
+        ``generator`` not a ``torch.Generator``.
     ValueError
-        For a non-positive or non-integral ``d_k`` or ``num_samples``, a
-        negative variance, $|\rho| > 1$, an unknown ``distribution`` or
-        ``method``, or ``method="chi"`` where it is not exact.
+        For a non-positive or non-integral ``d_k`` or ``num_samples``, sizes
+        whose tensors torch cannot index (more than $2^{63}$ bytes), a
+        non-finite moment or ``scale``, a negative variance, $|\rho| > 1$,
+        an unknown ``distribution`` or ``method``, ``method="chi"`` where it
+        is not exact, a seed outside $[0, 2^{64})$, both ``seed`` and
+        ``generator``, or scores that overflow ``dtype`` (the message
+        suggests float64).
 
     Examples
     --------
@@ -150,8 +160,7 @@ def sample_scores(
     if rho != 0 and distribution != "gaussian":
         raise ValueError(f"rho != 0 needs distribution='gaussian', got {distribution!r}")
     scale = _checks.finite_float(scale, "scale")
-    if not dtype.is_floating_point:
-        raise TypeError(f"dtype must be a floating dtype, got {dtype}")
+    dtype = _checks.float_dtype(dtype)
     gen = _checks.make_generator(generator, seed)
 
     chi_ok = distribution == "gaussian" and mean_q == 0 and mean_k == 0 and rho == 0
@@ -160,25 +169,40 @@ def sample_scores(
             "method='chi' is exact only for zero-mean, uncorrelated Gaussian components"
         )
     if method == "chi" or (method == "auto" and chi_ok):
+        # Check sizes before torch sees them: it cannot even read an integer beyond int64.
+        _checks.allocation((num_samples,), torch.float64, "num_samples")
+        try:
+            shape = d_k / 2
+        except OverflowError:
+            raise ValueError(
+                f"d_k={_checks.show(d_k)} is beyond float range, which method='chi' needs"
+            ) from None
         # ||q||^2 / sd_q^2 ~ chi^2(d_k) = 2 * Gamma(d_k / 2).
-        norm_q = torch.sqrt(2.0 * _sample_gamma(d_k / 2.0, num_samples, gen))
+        norm_q = torch.sqrt(2.0 * _sample_gamma(shape, num_samples, gen))
         z = torch.randn(num_samples, generator=gen, dtype=torch.float64)
-        return (scale * sd_q * sd_k * norm_q * z).to(dtype)
-
-    out = torch.empty(num_samples, dtype=dtype)
-    chunk = max(1, _CHUNK_ELEMENTS // (2 * d_k))
-    for start in range(0, num_samples, chunk):
-        m = min(chunk, num_samples - start)
-        z = _standardised((2, m, d_k), distribution, gen, dtype)  # (q/k, samples, d_k)
-        q, k = z[0], z[1]
-        if rho != 0:
-            k = rho * q + math.sqrt(1 - rho**2) * k
-        # Skip the affine maps in the common standard case: sampling is memory-bound.
-        if (mean_q, sd_q) != (0.0, 1.0):
-            q = mean_q + sd_q * q
-        if (mean_k, sd_k) != (0.0, 1.0):
-            k = mean_k + sd_k * k
-        out[start : start + m] = scale * torch.einsum("nd,nd->n", q, k)
+        out = (scale * sd_q * sd_k * norm_q * z).to(dtype)
+    else:
+        _checks.allocation((num_samples,), dtype, "num_samples")
+        _checks.allocation((2, 1, d_k), dtype, "d_k")  # one sample's query and key
+        out = torch.empty(num_samples, dtype=dtype)
+        chunk = max(1, _CHUNK_ELEMENTS // (2 * d_k))
+        for start in range(0, num_samples, chunk):
+            m = min(chunk, num_samples - start)
+            z = _standardised((2, m, d_k), distribution, gen, dtype)  # (q/k, samples, d_k)
+            q, k = z[0], z[1]
+            if rho != 0:
+                k = rho * q + math.sqrt(1 - rho**2) * k
+            # Skip the affine maps in the common standard case: sampling is memory-bound.
+            if (mean_q, sd_q) != (0.0, 1.0):
+                q = mean_q + sd_q * q
+            if (mean_k, sd_k) != (0.0, 1.0):
+                k = mean_k + sd_k * k
+            out[start : start + m] = scale * torch.einsum("nd,nd->n", q, k)
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(
+            f"the scores overflow {dtype}: reduce scale, mean_q, mean_k, var_q, var_k or d_k, "
+            "or pass dtype=torch.float64"
+        )
     return out
 
 
@@ -211,6 +235,15 @@ def variance_estimate(samples: torch.Tensor, *, z: float = 1.96) -> VarianceEsti
     VarianceEstimate
         ``(variance, stderr, low, high)``.
 
+    Raises
+    ------
+    TypeError
+        If ``samples`` is not a floating tensor or ``z`` not a number.
+    ValueError
+        If ``samples`` is not one-dimensional with at least 2 values, holds
+        NaN or infinities, or has a variance beyond float64 range, or if
+        ``z`` is not a finite number > 0.
+
     Examples
     --------
     >>> est = variance_estimate(sample_scores(64, 100_000, seed=1))
@@ -224,10 +257,18 @@ def variance_estimate(samples: torch.Tensor, *, z: float = 1.96) -> VarianceEsti
         )
     z = _checks.positive_float(z, "z")
     x = samples.double()
+    if not bool(torch.isfinite(x).all()):
+        raise ValueError("samples must be finite (no NaN or inf)")
     n = x.numel()
-    centred = x - x.mean()
+    # Work on x / 2**e with 2**e >= max|x| (an exact division) so that squares and fourth
+    # powers of large samples cannot overflow.
+    unit = math.ldexp(1.0, math.frexp(float(x.abs().max()))[1])
+    centred = x / unit
+    centred = centred - centred.mean()
     m2 = float(centred.pow(2).mean())
     m4 = float(centred.pow(4).mean())
-    var = m2 * n / (n - 1)
-    stderr = math.sqrt(max(m4 - m2**2, 0.0) / n)
+    var = m2 * n / (n - 1) * unit * unit
+    stderr = math.sqrt(max(m4 - m2**2, 0.0) / n) * unit * unit
+    if not math.isfinite(var + z * stderr):
+        raise ValueError("the variance of samples is beyond float64 range")
     return VarianceEstimate(var, stderr, var - z * stderr, var + z * stderr)

@@ -566,15 +566,23 @@ def _check_mask(
     if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
         raise TypeError(f"attn_mask must be boolean or floating point, got {attn_mask.dtype}")
     m = tuple(attn_mask.shape)
-    ok = len(m) <= 4 and all(a in (1, b) for a, b in zip(m[::-1], shape[::-1], strict=False))
+    # At least (q_len, k_len): torch's fused kernels index the mask's last two dims, and a
+    # 0-d or 1-d mask is more likely a mistake than a broadcast.
+    ok = 2 <= len(m) <= 4 and all(a in (1, b) for a, b in zip(m[::-1], shape[::-1], strict=False))
     if not ok:
         raise ValueError(
-            f"attn_mask of shape {tuple(attn_mask.shape)} does not broadcast to "
-            f"(batch, heads, q_len, k_len) = {shape}"
+            f"attn_mask must have 2 to 4 dimensions and broadcast to "
+            f"(batch, heads, q_len, k_len) = {shape}, got shape {m}"
         )
     if attn_mask.device != query.device:
         raise ValueError(f"attn_mask is on {attn_mask.device}, but query is on {query.device}")
     return attn_mask if attn_mask.dtype == torch.bool else attn_mask.to(query.dtype)
+
+
+def _dead_rows(mask: torch.Tensor) -> torch.Tensor:
+    """``(..., q_len, 1)``: True where a query row's keys are all masked (False or -inf)."""
+    blocked = ~mask if mask.dtype == torch.bool else torch.isneginf(mask)
+    return blocked.all(dim=-1, keepdim=True)
 
 
 def _merge_causal(
@@ -627,8 +635,8 @@ def scaled_dot_product_attention(
         by name starts at its initial value) or a strategy object built for this ``d_k`` and head
         count (its parameters are used and receive gradients).
     attn_mask : Tensor, optional
-        Broadcastable to ``(batch, heads, q_len, k_len)``. Boolean: ``True`` marks positions that
-        take part (as in torch SDPA). Floating point: added to the logits.
+        2 to 4 dimensions, broadcastable to ``(batch, heads, q_len, k_len)``. Boolean: ``True``
+        marks positions that take part (as in torch SDPA). Floating point: added to the logits.
     is_causal : bool
         Causal mask, top-left aligned (query $i$ sees keys $0..i$); may be combined with
         ``attn_mask``.
@@ -643,17 +651,23 @@ def scaled_dot_product_attention(
     -------
     AttentionResult
         ``output`` of shape ``(batch, heads, q_len, d_v)``, and ``weights``/``logits`` of shape
-        ``(batch, heads, q_len, k_len)`` when requested (else ``None``). Rows whose keys are all
-        masked give NaN, as in a plain softmax.
+        ``(batch, heads, q_len, k_len)`` when requested (else ``None``). A query row whose keys
+        are all masked (all ``False`` or $-\infty$ in ``attn_mask``, alone or combined with
+        ``is_causal``; or ``k_len = 0``) gets zero weights and a zero output, on the fused and the
+        explicit path alike (torch's fused CPU kernel gives zeros, a plain softmax NaN); its
+        gradients are zero too. Non-finite inputs are not checked (that would need a
+        data-dependent branch, which ``vmap`` and ``torch.compile`` cannot follow) and propagate.
 
     Raises
     ------
     TypeError
-        If an input is not a floating-point tensor, dtypes differ, or ``strategy`` has the wrong
-        type.
+        If an input is not a floating-point tensor, key or value has another dtype than query,
+        ``attn_mask`` is neither boolean nor floating point, ``is_causal`` is not a bool, or
+        ``strategy`` has the wrong type.
     ValueError
-        If shapes do not agree, the mask does not broadcast, the strategy name is unknown or was
-        built for other sizes, or ``softcap`` is not > 0.
+        If an input is not 4-D, shapes or devices do not agree, the mask has fewer than 2 or more
+        than 4 dimensions or does not broadcast (the same error on both paths), the strategy name
+        is unknown or was built for other sizes, or ``softcap`` is not > 0.
 
     Examples
     --------
@@ -668,11 +682,8 @@ def scaled_dot_product_attention(
             raise ValueError(
                 f"{name} must have shape (batch, heads, length, dim), got {tuple(t.shape)}"
             )
-    if key.dtype != query.dtype or value.dtype != query.dtype:
-        raise TypeError(
-            f"query, key and value must share a dtype, got {query.dtype}, {key.dtype}, "
-            f"{value.dtype}"
-        )
+    _checks.matches(key, "key", query, "query")
+    _checks.matches(value, "value", query, "query")
     batch, heads, q_len, d_k = query.shape
     if key.shape[:2] != (batch, heads) or value.shape[:2] != (batch, heads):
         raise ValueError(
@@ -695,6 +706,14 @@ def scaled_dot_product_attention(
         mask = _merge_causal(mask, q_len, k_len, query.device)
         is_causal = False
 
+    # Rows with every key masked get zero weights and output on both paths (torch's fused CPU
+    # kernel does this, a plain softmax gives NaN). They are unmasked for the softmax and
+    # zeroed after it, so no NaN reaches the output or the gradients on any backend. No
+    # data-dependent branch: this also runs under vmap and torch.compile.
+    dead = None if mask is None else _dead_rows(mask)  # (..., q_len, 1)
+    if dead is not None and mask is not None:
+        mask = mask | dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)
+
     q, k, alpha = strat.prepare(query, key)
     fused = not (need_weights or need_logits or softcap is not None)
     if fused:
@@ -705,6 +724,8 @@ def scaled_dot_product_attention(
         out = F.scaled_dot_product_attention(
             q, k, value, attn_mask=mask, is_causal=is_causal, scale=scale
         )
+        if dead is not None:
+            out = out.masked_fill(dead, 0.0)
         return AttentionResult(out, None, None)
 
     if isinstance(alpha, torch.Tensor) or alpha != 1.0:
@@ -724,8 +745,29 @@ def scaled_dot_product_attention(
         weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
     else:
         weights = torch.softmax(scores, dim=-1)
+    if dead is not None:
+        weights = weights.masked_fill(dead, 0.0)
     out = weights @ value  # (batch, heads, q_len, d_v)
     return AttentionResult(out, weights if need_weights else None, logits if need_logits else None)
+
+
+def _placement(
+    device: torch.device | str | None, dtype: torch.dtype | None
+) -> tuple[torch.device | None, torch.dtype]:
+    """Validated ``device`` and ``dtype`` for new parameters (None: torch's defaults)."""
+    return (
+        None if device is None else _checks.device(device),
+        torch.get_default_dtype() if dtype is None else _checks.float_dtype(dtype),
+    )
+
+
+def _check_tokens(x: object, name: str, d_model: int, weight: torch.Tensor) -> torch.Tensor:
+    """Check a module input of shape ``(batch, length, d_model)`` against the module's weights."""
+    t = _checks.float_tensor(x, name, min_dim=3)
+    if t.dim() != 3 or t.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape (batch, length, {d_model}), got {tuple(t.shape)}")
+    _checks.matches(t, name, weight, "the module's parameters")
+    return t
 
 
 class MultiHeadAttention(nn.Module):
@@ -757,13 +799,18 @@ class MultiHeadAttention(nn.Module):
     bias : bool
         Whether the projections have biases.
     device, dtype : optional
-        Where and in which dtype to create the parameters.
+        Where and in which floating ``torch.dtype`` to create the parameters.
 
     Raises
     ------
+    TypeError
+        If a size is not an integer, ``dtype`` is not a floating ``torch.dtype`` (strings such as
+        ``"float32"`` are refused, as torch refuses them) or ``strategy`` has the wrong type.
     ValueError
         If ``num_heads`` does not divide ``d_model`` (without ``head_dim``), a size is not
-        positive, the strategy is unknown or built for other sizes, or ``softcap`` is not > 0.
+        positive or so large that torch cannot allocate the weights, ``device`` cannot hold data
+        (``"meta"``) or is not available, the strategy is unknown or built for other sizes, or
+        ``softcap`` is not > 0.
 
     Examples
     --------
@@ -799,13 +846,16 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = _checks.positive_int(head_dim, "head_dim")
         self.softcap = None if softcap is None else _checks.positive_float(softcap, "softcap")
         inner = self.num_heads * self.head_dim
-        kw: dict[str, object] = {"device": device, "dtype": dtype}
+        dev, dt = _placement(device, dtype)
+        _checks.allocation((inner, self.d_model), dt, "d_model, num_heads or head_dim")
+        kw: dict[str, object] = {"device": dev, "dtype": dt}
         self.q_proj = nn.Linear(self.d_model, inner, bias=bias, **kw)
         self.k_proj = nn.Linear(self.d_model, inner, bias=bias, **kw)
         self.v_proj = nn.Linear(self.d_model, inner, bias=bias, **kw)
         self.out_proj = nn.Linear(inner, self.d_model, bias=bias, **kw)
+        # A strategy object keeps its own dtype unless one is asked for.
         self.strategy = _resolve(strategy, self.head_dim, self.num_heads).to(
-            device=device, dtype=dtype
+            device=dev, dtype=None if dtype is None else dt
         )
         self.strategy.init_projections(self.q_proj, self.k_proj)
 
@@ -836,16 +886,15 @@ class MultiHeadAttention(nn.Module):
 
         Raises
         ------
-        ValueError, TypeError
-            If the inputs are not 3-D floating tensors of width ``d_model``.
+        TypeError
+            If an input is not a floating tensor, or its dtype differs from the parameters'.
+        ValueError
+            If an input is not 3-D with width ``d_model``, or is on another device than the
+            parameters.
         """
         key = query if key is None else key
         for name, t in (("query", query), ("key", key)):
-            _checks.float_tensor(t, name, min_dim=3)
-            if t.dim() != 3 or t.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have shape (batch, length, {self.d_model}), got {tuple(t.shape)}"
-                )
+            _check_tokens(t, name, self.d_model, self.q_proj.weight)
         return self._split(self.q_proj(query)), self._split(self.k_proj(key))
 
     def forward(
@@ -884,18 +933,19 @@ class MultiHeadAttention(nn.Module):
 
         Raises
         ------
-        ValueError, TypeError
-            If the inputs are not 3-D floating tensors of width ``d_model`` with matching batch
-            and key/value lengths, or the mask is invalid.
+        TypeError
+            If an input is not a floating tensor (a Python list, an integer tensor), or its dtype
+            differs from the parameters' (convert the module or the input with ``.to()``).
+        ValueError
+            If an input is not 3-D with width ``d_model``, the batch sizes or key/value lengths
+            differ, an input is on another device than the parameters, or the mask is invalid
+            (as in [scaled_dot_product_attention][attnscale.scaled_dot_product_attention], which
+            also says what fully masked rows give).
         """
         key = query if key is None else key
         value = key if value is None else value
         for name, t in (("query", query), ("key", key), ("value", value)):
-            _checks.float_tensor(t, name, min_dim=3)
-            if t.dim() != 3 or t.shape[-1] != self.d_model:
-                raise ValueError(
-                    f"{name} must have shape (batch, length, {self.d_model}), got {tuple(t.shape)}"
-                )
+            _check_tokens(t, name, self.d_model, self.q_proj.weight)
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(
                 "query, key and value must share the batch size and key/value the length, got "
@@ -915,8 +965,9 @@ class MultiHeadAttention(nn.Module):
             need_weights=need_weights,
             need_logits=need_logits,
         )
-        batch, _, q_len, _ = res.output.shape
-        out = res.output.transpose(1, 2).reshape(batch, q_len, -1)  # (batch, q_len, heads*d_k)
+        batch, heads, q_len, d_v = res.output.shape
+        # Explicit sizes (not -1): an empty sequence has no size to infer.
+        out = res.output.transpose(1, 2).reshape(batch, q_len, heads * d_v)  # (batch, q_len, .)
         return AttentionResult(self.out_proj(out), res.weights, res.logits)
 
     def extra_repr(self) -> str:

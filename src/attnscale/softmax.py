@@ -41,6 +41,8 @@ __all__ = [
 ]
 
 _NORMS = ("frobenius", "spectral")
+# zeta(2), ..., zeta(5), for the series of gaussian_logit_entropy's frozen phase.
+_ZETA = (math.pi**2 / 6, 1.2020569031595942, math.pi**4 / 90, 1.0369277551433699)
 
 
 def _prepare(logits: object, temperature: float = 1.0, name: str = "logits") -> torch.Tensor:
@@ -62,8 +64,15 @@ def _prepare(logits: object, temperature: float = 1.0, name: str = "logits") -> 
     # The row max is finite because every row has an unmasked entry.
     z = z - z.amax(dim=-1, keepdim=True)  # (..., n), max 0 in every row
     if temperature != 1.0:
-        # Dividing after the shift keeps T -> 0 finite: the max stays at 0.
-        z = z / temperature
+        # Dividing after the shift keeps T -> 0 finite: the max stays at 0. A T that the
+        # logits' dtype cannot hold (1e-300 or 1e39 in float32) would be cast to 0 or inf,
+        # giving NaN; divide in float64 instead. The quotient is 0 at the max and <= 0
+        # elsewhere, so casting it back only rounds, or turns huge negatives into -inf.
+        info = torch.finfo(z.dtype)
+        if info.tiny <= temperature <= info.max:
+            z = z / temperature
+        else:
+            z = (z.double() / temperature).to(z.dtype)
     return z
 
 
@@ -90,18 +99,24 @@ def _frobenius(p: torch.Tensor) -> torch.Tensor:
 
     Splits off the largest entry $a = p_{\max}$ so that no term cancels:
     $\lVert J \rVert_F^2 = \sum_i p_i^2 (1 - p_i)^2 + 2 a^2 b + b^2 - \sum_{i \ne \max} p_i^4$
-    with $b = \sum_{i \ne \max} p_i^2$.
+    with $b = \sum_{i \ne \max} p_i^2$. Every term is at least of order $s^2$, with
+    $s = 1 - a = \sum_{i \ne \max} p_i$, and squares of the small entries underflow long
+    before the norm does (for the row $[0, -80]$ in float32, $p_2^2 \approx 10^{-70}$), so
+    the sum is taken in units of $s$: with $u_i = p_i / s$,
+    $\lVert J \rVert_F = s \bigl(\sum_{i \ne \max} u_i^2 (1 - p_i)^2 + a^2 (1 + 2 B)
+    + s^2 (B^2 - \sum_{i \ne \max} u_i^4)\bigr)^{1/2}$, $B = \sum_{i \ne \max} u_i^2$.
     """
     top = p.argmax(dim=-1, keepdim=True)  # (..., 1)
     others = p.scatter(-1, top, 0.0)  # (..., n), the max entry zeroed
     a = p.gather(-1, top).squeeze(-1)  # (...), p_max
-    rest = others.sum(dim=-1)  # (...), 1 - p_max without cancellation
-    o2 = others * others
-    b = o2.sum(dim=-1)
-    d = others * (1.0 - others)  # p_i (1 - p_i) off the max; p_i <= 1/2 there
-    diag = (d * d).sum(dim=-1) + (a * rest) ** 2
-    off = 2 * a * a * b + (b * b - (o2 * o2).sum(dim=-1)).clamp_min(0.0)
-    return (diag + off).sqrt()
+    s = others.sum(dim=-1, keepdim=True)  # (..., 1), 1 - p_max without cancellation
+    u = others / torch.where(s > 0, s, 1.0)  # (..., n), in [0, 1]; 0 for a one-hot row
+    u2 = u * u
+    b = u2.sum(dim=-1)  # (...)
+    s = s.squeeze(-1)  # (...)
+    diag = (u2 * (1.0 - others) ** 2).sum(dim=-1)
+    inner = diag + a * a * (1 + 2 * b) + s * s * (b * b - (u2 * u2).sum(dim=-1)).clamp_min(0.0)
+    return s * inner.sqrt()
 
 
 def tempered_softmax(logits: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
@@ -122,8 +137,11 @@ def tempered_softmax(logits: torch.Tensor, temperature: float = 1.0) -> torch.Te
     logits : torch.Tensor
         Floating tensor of shape ``(..., n)``; $-\infty$ masks an entry.
     temperature : float
-        $T > 0$. Very small values are safe: the logits are shifted by their
-        row maximum before dividing.
+        $T > 0$. Any finite value is safe, from ``1e-300`` to ``1e300``: the
+        logits are shifted by their row maximum before dividing (so the max
+        stays 0 and the others go to $-\infty$ as $T \to 0$), and a $T$ the
+        logits' dtype cannot hold (``1e-300`` or ``1e39`` for float32) is
+        applied in float64.
 
     Returns
     -------
@@ -334,8 +352,9 @@ def softmax_jacobian_norm(logits: torch.Tensor, *, norm: str = "frobenius") -> t
     r"""Frobenius or spectral norm of the softmax Jacobian of each row.
 
     The Frobenius norm has a closed form in $O(n)$ per row (evaluated in a
-    rearranged form that stays accurate for nearly one-hot rows, where the
-    norm is tiny):
+    rearranged form, in units of $1 - p_{\max}$, that stays accurate for
+    nearly one-hot rows, where the norm is tiny: about $2 e^{-80}$ for the
+    float32 row $[0, -80]$, whose squared entries underflow):
 
     $$
     \lVert J \rVert_F^2 = \sum_i p_i^2 - 2 \sum_i p_i^3
@@ -548,6 +567,8 @@ def gaussian_logit_entropy(n: int, sigma: float) -> float:
 
     Raises
     ------
+    TypeError
+        If ``n`` is not an integer or ``sigma`` not a real number.
     ValueError
         If ``n`` is not an integer $\ge 2$ or ``sigma`` is negative or not finite.
 
@@ -566,8 +587,12 @@ def gaussian_logit_entropy(n: int, sigma: float) -> float:
     sigma_c = math.sqrt(2.0 * log_n)
     if sigma <= sigma_c:
         h = log_n - sigma**2 / 2.0
+    elif (m := sigma_c / sigma) < 1e-3:
+        # psi(1) - psi(1 - m) = sum_k zeta(k + 1) m^k; the digamma difference would cancel
+        # (to 0 for m < 1e-16). Four terms leave a relative error below 1e-12.
+        h = m * (_ZETA[0] + m * (_ZETA[1] + m * (_ZETA[2] + m * _ZETA[3])))
     else:
-        m = torch.tensor(sigma_c / sigma, dtype=torch.float64)
+        mt = torch.tensor(m, dtype=torch.float64)
         one = torch.ones((), dtype=torch.float64)
-        h = float(torch.special.digamma(one) - torch.special.digamma(one - m))
+        h = float(torch.special.digamma(one) - torch.special.digamma(one - mt))
     return min(max(h, 0.0), log_n)

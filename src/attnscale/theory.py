@@ -10,6 +10,7 @@ closed form.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import NamedTuple
 
 from . import _checks
@@ -31,13 +32,48 @@ class Moments(NamedTuple):
 
     @property
     def std(self) -> float:
-        """Standard deviation, $\\sqrt{\\mathrm{variance}}$."""
+        """Standard deviation, $\\sqrt{\\mathrm{variance}}$.
+
+        Raises
+        ------
+        ValueError
+            If ``variance`` is negative or NaN (possible only in a hand-made ``Moments``).
+        """
+        if not self.variance >= 0:
+            raise ValueError(f"variance must be >= 0 to have a std, got {self.variance!r}")
         return math.sqrt(self.variance)
+
+
+def _exact(value: Fraction, what: str, d_k: int) -> float:
+    """``value`` rounded to a float; a ValueError naming ``d_k`` if it is beyond float range."""
+    try:
+        return float(value)
+    except OverflowError:
+        raise ValueError(
+            f"the score's {what} (about 10**{_log10(value):.0f}) is beyond float range; "
+            f"reduce d_k (here {_checks.show(d_k)}), mean_q, mean_k, var_q or var_k"
+        ) from None
+
+
+def _log10(value: Fraction) -> float:
+    return math.log10(abs(value.numerator)) - math.log10(value.denominator)
+
+
+def _sqrt_int(n: int) -> Fraction:
+    """sqrt(n) to float precision, for integers of any size (math.sqrt needs float range)."""
+    # Above 2**106 the integer square root is exact to better than float precision.
+    return Fraction(math.sqrt(n)) if n < 2**106 else Fraction(math.isqrt(n))
 
 
 def _product_moments(
     mean_q: float, mean_k: float, var_q: float, var_k: float, rho: float
-) -> Moments:
+) -> tuple[Fraction, Fraction]:
+    """Exact mean and variance of one product $q_i k_i$, as fractions.
+
+    Exact rational arithmetic (floats are binary fractions) cannot overflow or underflow, so
+    callers round only the final result: means of 1e200 or variances of 1e-300 stay correct
+    wherever the answer itself is a float.
+    """
     mean_q = _checks.finite_float(mean_q, "mean_q")
     mean_k = _checks.finite_float(mean_k, "mean_k")
     var_q = _checks.non_negative_float(var_q, "var_q")
@@ -45,16 +81,11 @@ def _product_moments(
     rho = _checks.finite_float(rho, "rho")
     if abs(rho) > 1:
         raise ValueError(f"rho must lie in [-1, 1], got {rho!r}")
-    sd_q, sd_k = math.sqrt(var_q), math.sqrt(var_k)
-    cov = rho * sd_q * sd_k
-    mean = mean_q * mean_k + cov
-    var = (
-        mean_q**2 * var_k
-        + mean_k**2 * var_q
-        + 2 * mean_q * mean_k * cov
-        + var_q * var_k * (1 + rho**2)
-    )
-    return Moments(mean, var)
+    mq, mk, vq, vk, r = map(Fraction, (mean_q, mean_k, var_q, var_k, rho))
+    cov = r * Fraction(math.sqrt(var_q)) * Fraction(math.sqrt(var_k))
+    mean = mq * mk + cov
+    var = mq**2 * vk + mk**2 * vq + 2 * mq * mk * cov + vq * vk * (1 + r**2)
+    return mean, var
 
 
 def dot_product_moments(
@@ -106,9 +137,13 @@ def dot_product_moments(
 
     Raises
     ------
+    TypeError
+        If ``d_k`` is not an integer or a moment is not a real number.
     ValueError
-        If ``d_k`` is not a positive integer, a variance is negative or
-        $|\rho| > 1$.
+        If ``d_k`` is not a positive integer, a moment is not finite, a
+        variance is negative, $|\rho| > 1$, or the mean or variance of $s$
+        is beyond float range (``d_k`` may be any integer, e.g. ``10**400``,
+        as long as the answer is a float).
 
     Examples
     --------
@@ -118,8 +153,8 @@ def dot_product_moments(
     128.0
     """
     d_k = _checks.positive_int(d_k, "d_k")
-    one = _product_moments(mean_q, mean_k, var_q, var_k, rho)
-    return Moments(d_k * one.mean, d_k * one.variance)
+    mean, var = _product_moments(mean_q, mean_k, var_q, var_k, rho)
+    return Moments(_exact(d_k * mean, "mean", d_k), _exact(d_k * var, "variance", d_k))
 
 
 def scaled_dot_product_moments(
@@ -155,14 +190,28 @@ def scaled_dot_product_moments(
     Moments
         ``(mean, variance)`` of $\alpha s$.
 
+    Raises
+    ------
+    TypeError, ValueError
+        As in [dot_product_moments][attnscale.dot_product_moments], and if
+        ``scale`` is not a finite number. With the default scale the
+        variance does not grow with $d_k$, so any ``d_k`` works while the
+        mean stays within float range.
+
     Examples
     --------
     >>> scaled_dot_product_moments(1024)
     Moments(mean=0.0, variance=1.0)
     """
-    raw = dot_product_moments(d_k, mean_q=mean_q, mean_k=mean_k, var_q=var_q, var_k=var_k, rho=rho)
-    alpha = 1.0 / math.sqrt(d_k) if scale is None else _checks.finite_float(scale, "scale")
-    return Moments(alpha * raw.mean, alpha**2 * raw.variance)
+    d_k = _checks.positive_int(d_k, "d_k")
+    mean, var = _product_moments(mean_q, mean_k, var_q, var_k, rho)
+    if scale is None:
+        # alpha^2 d_k = 1 exactly, so the variance is that of one product, for any d_k.
+        mean *= _sqrt_int(d_k)
+    else:
+        alpha = Fraction(_checks.finite_float(scale, "scale"))
+        mean, var = alpha * d_k * mean, alpha**2 * d_k * var
+    return Moments(_exact(mean, "scaled mean", d_k), _exact(var, "scaled variance", d_k))
 
 
 def unit_variance_scale(
@@ -193,21 +242,35 @@ def unit_variance_scale(
 
     Raises
     ------
+    TypeError
+        If an argument has the wrong type.
     ValueError
         If the score has zero variance (no scale can give it unit variance),
-        or an argument is invalid.
+        the scale is beyond float range, or an argument is invalid.
 
     Examples
     --------
     >>> unit_variance_scale(64)
     0.125
     """
-    var = dot_product_moments(
-        d_k, mean_q=mean_q, mean_k=mean_k, var_q=var_q, var_k=var_k, rho=rho
-    ).variance
+    d_k = _checks.positive_int(d_k, "d_k")
+    var = d_k * _product_moments(mean_q, mean_k, var_q, var_k, rho)[1]
     if var == 0:
         raise ValueError("the score has zero variance; no scale gives it unit variance")
-    return 1.0 / math.sqrt(var)
+    # 1 / sqrt(var) = 2**-e / sqrt(w) with var = w * 4**e and w near 1: var itself need not
+    # be a float (d_k = 10**400 gives 1e-200).
+    e = (var.numerator.bit_length() - var.denominator.bit_length()) // 2
+    w = var / Fraction(4) ** e
+    try:
+        alpha = math.ldexp(1.0 / math.sqrt(float(w)), -e)
+    except OverflowError:
+        alpha = math.inf
+    if alpha == 0 or math.isinf(alpha):
+        raise ValueError(
+            f"the unit-variance scale (about 10**{-_log10(var) / 2:.0f}) is beyond float range; "
+            f"change d_k (here {_checks.show(d_k)}), mean_q, mean_k, var_q or var_k"
+        )
+    return alpha
 
 
 _INITS = ("default", "xavier_uniform", "xavier_normal", "kaiming_uniform", "lecun")
@@ -242,6 +305,11 @@ def init_projection_variance(init: str, d_in: int, d_out: int) -> float:
     float
         $\mathrm{Var}(q_i)$.
 
+    Raises
+    ------
+    TypeError, ValueError
+        If ``init`` is unknown or a width is not a positive integer.
+
     Examples
     --------
     >>> round(init_projection_variance("xavier_uniform", 128, 64), 4)
@@ -253,7 +321,7 @@ def init_projection_variance(init: str, d_in: int, d_out: int) -> float:
     if init == "default":
         return 1.0 / 3.0
     if init.startswith("xavier"):
-        return 2.0 * d_in / (d_in + d_out)
+        return 2 * d_in / (d_in + d_out)  # int / int: exact for sizes beyond float range
     if init == "kaiming_uniform":
         return 2.0
     return 1.0

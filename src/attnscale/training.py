@@ -22,11 +22,13 @@ from __future__ import annotations
 import copy
 import itertools
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
@@ -55,14 +57,19 @@ METRICS: tuple[str, ...] = (
     "grad_norm_k",
     "grad_norm_other",
     "entropy",
-    "entropy_normalized",
-    "max_prob",
+    "normalized_entropy",
+    "max_probability",
     "logit_std",
-    "logit_max",
+    "max_abs_logit",
     "scale",
 )
 
 _SHUFFLE_OFFSET = 1_000_003  # the shuffle generator of seed s is seeded with s + this
+
+
+def _shuffle_seed(seed: int) -> int:
+    """Seed of the mini-batch order for ``seed``: ``seed + 1000003``, wrapped into 64 bits."""
+    return (seed + _SHUFFLE_OFFSET) % (_checks.MAX_SEED + 1)
 
 
 def make_task(
@@ -105,7 +112,7 @@ def make_task(
     generator : torch.Generator, optional
         Source of randomness (CPU); exclusive with ``seed``.
     seed : int, optional
-        Seed of a fresh generator (default 0 when neither is given).
+        Seed of a fresh generator, in $[0, 2^{64})$ (default 0 when neither is given).
 
     Returns
     -------
@@ -114,9 +121,12 @@ def make_task(
 
     Raises
     ------
-    ValueError, TypeError
-        If the task is unknown, a size is not a positive integer, ``d_model < 2`` for
-        ``"retrieval"``, or both ``generator`` and ``seed`` are given.
+    TypeError
+        If a size or ``seed`` is not an integer or ``generator`` not a ``torch.Generator``.
+    ValueError
+        If the task is unknown, a size is not a positive integer or so large that torch cannot
+        allocate the data, ``d_model < 2`` for ``"retrieval"``, ``seed`` is outside
+        $[0, 2^{64})$, or both ``generator`` and ``seed`` are given.
 
     Examples
     --------
@@ -128,6 +138,7 @@ def make_task(
     n = _checks.positive_int(num_samples, "num_samples")
     length = _checks.positive_int(seq_len, "seq_len")
     d = _checks.positive_int(d_model, "d_model")
+    _checks.allocation((n, length, d), torch.float32, "num_samples, seq_len or d_model")
     gen = _checks.make_generator(generator, seed)
     if task == "reconstruction":
         x = torch.randn(n, length, d, generator=gen)  # (samples, length, d_model)
@@ -169,12 +180,17 @@ class TrainingResult:
     grad_norm, grad_norm_q, grad_norm_k, grad_norm_other : Tensor
         Euclidean norm of the gradient: all parameters, the query projection, the key projection,
         and everything else (values, output, strategy, MLP, norms).
-    entropy, entropy_normalized : Tensor
-        Attention entropy $-\sum_j p_j \ln p_j$ in nats, and divided by its maximum $\ln L$.
-    max_prob : Tensor
+    entropy, normalized_entropy : Tensor
+        Attention entropy $-\sum_j p_j \ln p_j$ in nats, and divided by its maximum $\ln L$
+        (0 for one-token sequences, where attention has no choice).
+    max_probability : Tensor
         Mean over query rows of the row's largest attention probability.
-    logit_std, logit_max : Tensor
-        Standard deviation and largest magnitude of all attention logits of the step.
+    logit_std, max_abs_logit : Tensor
+        Within-row standard deviation of the attention logits (the root of the mean, over query
+        rows, of each row's population variance; 0 for one-token sequences), and the largest
+        logit magnitude of the step. Softmax ignores a shift of a row, so the within-row spread
+        is the one that sets how peaked attention is. The same definitions as the monitor's
+        (see the [metrics page](../reference/metrics.md)).
     scale : Tensor
         The strategy's multiplier $\alpha$ (mean over heads): constant for fixed strategies,
         learned for ``"learnable_temperature"`` and ``"cosine"``.
@@ -206,10 +222,10 @@ class TrainingResult:
     grad_norm_k: torch.Tensor
     grad_norm_other: torch.Tensor
     entropy: torch.Tensor
-    entropy_normalized: torch.Tensor
-    max_prob: torch.Tensor
+    normalized_entropy: torch.Tensor
+    max_probability: torch.Tensor
     logit_std: torch.Tensor
-    logit_max: torch.Tensor
+    max_abs_logit: torch.Tensor
     scale: torch.Tensor
     final_train_loss: torch.Tensor
     test_loss: torch.Tensor
@@ -271,6 +287,11 @@ class TrainingResult:
         -------
         list of int
 
+        Raises
+        ------
+        TypeError, ValueError
+            If ``lr`` is given but is not a finite number.
+
         Examples
         --------
         >>> res = train("mean", strategies=["none", "cosine"], seeds=[0, 1], epochs=1,
@@ -278,6 +299,7 @@ class TrainingResult:
         >>> res.select(strategy="cosine"), res.select(seed=1)
         ([2, 3], [1, 3])
         """
+        lr = None if lr is None else _checks.finite_float(lr, "lr")
         return [
             i
             for i in range(self.num_models)
@@ -341,11 +363,12 @@ class TrainingResult:
 
         Raises
         ------
+        TypeError
+            If ``index`` is not an integer (Python or numpy; not a bool or a float).
         ValueError
-            If ``index`` is not a model index.
+            If ``index`` is not in ``[0, num_models)``.
         """
-        if not 0 <= index < self.num_models:
-            raise ValueError(f"index must lie in [0, {self.num_models}), got {index!r}")
+        index = _checks.integer(index, "index", low=0, high=self.num_models - 1)
         return dict(self._states[index])
 
 
@@ -577,35 +600,34 @@ def _attention_stats(w: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.T
     k_len = w.shape[-1]
     ent = -(w * w.clamp_min(1e-30).log()).sum(-1)  # (models, batch, heads, q_len)
     ent = ent.reshape(models, -1).mean(1)  # (models,)
-    flat = logits.reshape(models, -1)  # (models, batch * heads * q_len * k_len)
+    # Population variance of each row (no correction): 0, not NaN, for one-key rows.
+    row_var = logits.var(dim=-1, correction=0).reshape(models, -1)  # (models, rows)
     return {
         "entropy": ent,
-        "entropy_normalized": ent / math.log(k_len) if k_len > 1 else torch.zeros_like(ent),
-        "max_prob": w.amax(-1).reshape(models, -1).mean(1),
-        "logit_std": flat.std(dim=1),
-        "logit_max": flat.abs().amax(dim=1),
+        "normalized_entropy": ent / math.log(k_len) if k_len > 1 else torch.zeros_like(ent),
+        "max_probability": w.amax(-1).reshape(models, -1).mean(1),
+        "logit_std": row_var.mean(1).sqrt(),
+        "max_abs_logit": logits.abs().reshape(models, -1).amax(dim=1),
     }
 
 
 def _as_tuple(value: object, name: str) -> tuple[object, ...]:
-    if isinstance(value, (str, int, float)):
+    """One value or a sequence, tensor or array of them (at most one-dimensional), as a tuple."""
+    if isinstance(value, (str, numbers.Number)):
         return (value,)
-    if isinstance(value, (Sequence, torch.Tensor)):
-        out = tuple(value.tolist() if isinstance(value, torch.Tensor) else value)
+    if isinstance(value, (torch.Tensor, np.ndarray)):
+        if value.ndim > 1:
+            raise ValueError(
+                f"{name} must be a value or a one-dimensional sequence, got shape "
+                f"{tuple(value.shape)}"
+            )
+        value = value.reshape(-1).tolist()  # Python numbers; a 0-d tensor gives one
+    if isinstance(value, Sequence):
+        out = tuple(value)
         if not out:
             raise ValueError(f"{name} must not be empty")
         return out
     raise TypeError(f"{name} must be a value or a sequence of values, got {type(value).__name__}")
-
-
-def _resolve_device(device: torch.device | str) -> torch.device:
-    try:
-        dev = torch.device(device)
-    except (RuntimeError, TypeError) as err:
-        raise ValueError(f"device must name a torch device, got {device!r}") from err
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device='cuda' was requested but CUDA is not available")
-    return dev
 
 
 def train(
@@ -634,7 +656,7 @@ def train(
 
     For each seed $s$ the data come from [make_task][attnscale.make_task] with a generator
     seeded $s$ (training set, then test set), the mini-batch order from a generator seeded
-    $s + 1000003$ (reshuffled each epoch, last batch smaller, like a ``DataLoader`` with
+    $(s + 1000003) \bmod 2^{64}$ (reshuffled each epoch, last batch smaller, like a ``DataLoader`` with
     ``shuffle=True``), and the initial weights from [make_model][attnscale.make_model] with
     ``seed=s``. Models that differ only in learning rate or strategy therefore see the same data
     and start from the same weights. Optimisation is Adam (``torch.optim.Adam``'s update, no
@@ -649,9 +671,9 @@ def train(
     strategies : str or sequence of str
         Score-scaling strategies from [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES].
     seeds : int or sequence of int
-        Non-negative, distinct seeds.
+        Distinct seeds in $[0, 2^{64})$: Python or numpy integers, or a 1-D tensor or array.
     lrs : float or sequence of float
-        Learning rates (> 0).
+        Learning rates (> 0): a number, a sequence, or a 0-D or 1-D tensor or array.
     model : str
         ``"simple"`` ([SimpleAttentionModel][attnscale.SimpleAttentionModel]) or ``"block"``
         ([AttentionBlock][attnscale.AttentionBlock]).
@@ -664,7 +686,7 @@ def train(
     eps : float
         Adam's epsilon (> 0).
     device : str or torch.device
-        Where to train (``"cpu"`` by default; ``"cuda"`` when available). Data and initial
+        Where to train (``"cpu"`` by default; ``"cuda"`` when available; not ``"meta"``). Data and initial
         weights are drawn on the CPU, so a seed means the same run on every device.
     progress : bool, optional
         Print a one-line progress report per epoch to stderr; by default only when stderr is a
@@ -681,11 +703,15 @@ def train(
 
     Raises
     ------
-    ValueError, TypeError
+    TypeError
+        For a size, seed or learning rate of the wrong type (a seed must be an integer).
+    ValueError
         For an unknown task, strategy or model, a size, learning rate, ``eps`` or epoch count
-        that is not positive, repeated or negative seeds, ``num_heads`` not dividing
-        ``d_model`` (``model="block"``) or not 1 (``model="simple"``), betas outside $[0, 1)$,
-        or an unavailable device.
+        that is not positive, sizes too large for torch to allocate the data, repeated seeds or
+        seeds outside $[0, 2^{64})$, ``strategies``, ``seeds`` or ``lrs`` that are empty or
+        more than one-dimensional, ``num_heads`` not dividing ``d_model`` (``model="block"``)
+        or not 1 (``model="simple"``), betas outside $[0, 1)$, or a device that cannot hold
+        data (``"meta"``) or is not available.
 
     Examples
     --------
@@ -701,11 +727,7 @@ def train(
     ]
     if len(set(strategy_list)) != len(strategy_list):
         raise ValueError(f"strategies must be distinct, got {strategy_list}")
-    seed_list = []
-    for s in _as_tuple(seeds, "seeds"):
-        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
-            raise ValueError(f"seeds must be non-negative integers, got {s!r}")
-        seed_list.append(s)
+    seed_list = [_checks.rng_seed(s, "seeds") for s in _as_tuple(seeds, "seeds")]
     if len(set(seed_list)) != len(seed_list):
         raise ValueError(f"seeds must be distinct, got {seed_list}")
     lr_list = [_checks.positive_float(v, "lr") for v in _as_tuple(lrs, "lrs")]
@@ -729,7 +751,12 @@ def train(
     if not all(0.0 <= b < 1.0 for b in beta_pair):
         raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
     eps = _checks.positive_float(eps, "eps")
-    dev = _resolve_device(device)
+    _checks.allocation(
+        (len(seed_list), max(num_samples, test_samples), seq_len, d_model),
+        torch.float32,
+        "num_samples, test_samples, seq_len or d_model",
+    )
+    dev = _checks.device(device)
     show = sys.stderr.isatty() if progress is None else bool(progress)
     threads = None if num_threads is None else _checks.positive_int(num_threads, "num_threads")
     previous_threads = torch.get_num_threads()
@@ -793,7 +820,7 @@ def _train(
         yts.append(yt)
     x_train, y_train = torch.stack(xs).to(dev), torch.stack(ys).to(dev)
     x_test, y_test = torch.stack(xts).to(dev), torch.stack(yts).to(dev)
-    shufflers = [torch.Generator().manual_seed(s + _SHUFFLE_OFFSET) for s in seed_list]
+    shufflers = [torch.Generator().manual_seed(_shuffle_seed(s)) for s in seed_list]
 
     # Every model, in the order of the result: strategy-major, then learning rate, then seed.
     models: list[nn.Module] = []

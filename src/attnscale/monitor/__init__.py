@@ -275,7 +275,7 @@ def _threshold(name: str, value: object) -> float:
         raise TypeError(f"threshold {name} must be a real number, got {type(value).__name__}")
     if name == "mask_value":
         return _checks.finite_float(value, name)
-    if name in ("saturation", "saturated_fraction", "entropy_fraction"):
+    if name in ("saturation", "saturated_fraction", "normalized_entropy"):
         return _checks.probability(value, name, open_interval=True)
     v = _checks.positive_float(value, name)
     if name in ("scale_ratio", "fp16_headroom") and v < 1:

@@ -45,7 +45,7 @@ THRESHOLDS: dict[str, float] = {
     # large-logits: fraction of saturated rows (warning; error at 5x)
     "saturated_fraction": 0.1,
     # entropy-collapse: a head's mean entropy / log(n) below this (warning; error at 1/4)
-    "entropy_fraction": 0.2,
+    "normalized_entropy": 0.2,
     # fp16-overflow-risk: warn when max |q.k| is within this factor of 65504
     "fp16_headroom": 8.0,
     # logits at or below this are treated as masked (-inf, -1e9, -1e4 style masks)
@@ -72,7 +72,7 @@ def _layer_index(where: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def likely_causes(ratio: float, head_dim: int, n_heads: int | None, where: str) -> list[str]:
+def likely_causes(ratio: float, head_dim: int, num_heads: int | None, where: str) -> list[str]:
     """Sentences naming what produces ``ratio`` = scale x sqrt(head_dim), most specific first."""
     causes = []
     if _near(ratio, math.sqrt(head_dim)):
@@ -82,9 +82,9 @@ def likely_causes(ratio: float, head_dim: int, n_heads: int | None, where: str) 
             "double scaling: 1/√head_dim is applied twice, once to q (or k) and once "
             "to the product, for a total of 1/head_dim"
         )
-    if n_heads and n_heads > 1 and _near(ratio, 1 / math.sqrt(n_heads)):
+    if num_heads and num_heads > 1 and _near(ratio, 1 / math.sqrt(num_heads)):
         causes.append(
-            f"the scores are divided by √d_model = √({n_heads}·{head_dim}) instead of √head_dim"
+            f"the scores are divided by √d_model = √({num_heads}·{head_dim}) instead of √head_dim"
         )
     layer = _layer_index(where)
     if layer is not None and layer > 0 and _near(ratio, 1 / (layer + 1)):
@@ -161,7 +161,7 @@ def _scale_findings(
                 f"logit spread. {link}",
             )
         ]
-    causes = " Or: ".join(likely_causes(ratio, s.head_dim, s.n_heads, site))
+    causes = " Or: ".join(likely_causes(ratio, s.head_dim, s.num_heads, site))
     if ratio > tol:
         effect = (
             "Logits come out wider than 1/√head_dim intends, so attention is sharper "
@@ -279,16 +279,16 @@ def diagnose(
                 f"{_link('large-logits')}",
             )
         )
-    ent = th["entropy_fraction"]
-    if math.isfinite(s.min_head_entropy_fraction) and s.min_head_entropy_fraction < ent:
+    ent = th["normalized_entropy"]
+    if math.isfinite(s.min_head_normalized_entropy) and s.min_head_normalized_entropy < ent:
         out.append(
             Finding(
                 "entropy-collapse",
-                "error" if s.min_head_entropy_fraction < ent / 4 else "warning",
+                "error" if s.min_head_normalized_entropy < ent / 4 else "warning",
                 where,
-                f"Measured entropy down to {s.min_head_entropy_fraction:.3g} of log(n) in a "
-                f"head (mean over heads {s.entropy_fraction:.3g}; mean max probability "
-                f"{s.max_prob:.3g}): rows are near one-hot. Entropy collapse goes with "
+                f"Measured entropy down to {s.min_head_normalized_entropy:.3g} of log(n) in a "
+                f"head (mean over heads {s.normalized_entropy:.3g}; mean max probability "
+                f"{s.max_probability:.3g}): rows are near one-hot. Entropy collapse goes with "
                 f"unstable training (Zhai et al. 2023, arXiv:2303.06296) unless the task "
                 f"really wants one-hot attention. Lower the learning rate, add QK-LayerNorm "
                 f"or σReparam, and check the scale. {_link('entropy-collapse')}",

@@ -66,7 +66,7 @@ class AttentionStats:
     shape: tuple[int, ...]
     dtype: str
     head_dim: int | None
-    n_heads: int | None
+    num_heads: int | None
     scale: float | None
     scale_ratio: float | None
     scale_source: str
@@ -79,9 +79,9 @@ class AttentionStats:
     logit_std: float
     max_abs_logit: float
     entropy: float
-    entropy_fraction: float
-    min_head_entropy_fraction: float
-    max_prob: float
+    normalized_entropy: float
+    min_head_normalized_entropy: float
+    max_probability: float
     saturated_fraction: float
     masked_fraction: float
     masked_rows: int
@@ -245,8 +245,8 @@ class MonitorReport:
                 lines.append(
                     f"{_clip(r.where, 28):<28} {r.kind:<19} {len(r.series):>5} "
                     f"{_fmt(s.head_dim, 'd'):>4} {_fmt(s.scale_ratio, '.3g'):>9} "
-                    f"{s.logit_std:>8.3g} {s.max_abs_logit:>8.3g} {s.entropy_fraction:>6.3f} "
-                    f"{s.max_prob:>6.3f} {s.saturated_fraction:>5.2f} "
+                    f"{s.logit_std:>8.3g} {s.max_abs_logit:>8.3g} {s.normalized_entropy:>6.3f} "
+                    f"{s.max_probability:>6.3f} {s.saturated_fraction:>5.2f} "
                     f"{s.nonfinite_logits + s.nonfinite_outputs:>6d} {s.dtype}"
                 )
             lines.append(
