@@ -2,9 +2,9 @@ r"""
 # Fact-check of the source article
 
 This site started from a Chinese-language tutorial on the $1/\sqrt{d_k}$ factor. We used it
-as a list of questions. Below, each of its checkable claims is re-measured by
-[check_claims][attnscale.check_claims] while this page is built: the verdict follows from the
-measurement by the rule shown, and the test suite fails if a verdict ever changes.
+as a list of questions. Below, each of its checkable claims is re-measured while this page is
+built: the verdict follows from the measurement by the rule shown, and the test suite fails if
+a verdict ever changes.
 """
 
 # %%
@@ -13,13 +13,13 @@ measurement by the rule shown, and the test suite fails if a verdict ever change
 # Each row gives the claim in our words, the verdict, what was measured, and the guide page
 # that examines the question in depth.
 
-import attnscale as asc
+from attnscale._docs.factcheck import check_claims
 from attnscale._docs.tables import Table
 
 SEED = 0
 BASE = "../../../"  # from this page back to the site root
 
-checks = asc.check_claims(seed=SEED)
+checks = check_claims(seed=SEED)
 Table(
     ["§", "Claim", "Verdict", "What was measured", "Examined in"],
     [[c.section, c.claim, c.verdict, c.evidence, "guide page"] for c in checks],

@@ -2,7 +2,7 @@
 
 import pytest
 
-import attnscale as asc
+from attnscale._docs.factcheck import VERDICTS, check_claims
 
 # What the site says about each claim of the source article.
 EXPECTED = {
@@ -19,7 +19,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def checks():
-    return {c.section: c for c in asc.check_claims(seed=0)}
+    return {c.section: c for c in check_claims(seed=0)}
 
 
 def test_every_claim_is_checked(checks):
@@ -29,16 +29,16 @@ def test_every_claim_is_checked(checks):
 @pytest.mark.parametrize("section", EXPECTED)
 def test_verdict(checks, section):
     check = checks[section]
-    assert check.verdict in asc.VERDICTS
+    assert check.verdict in VERDICTS
     assert check.verdict == EXPECTED[section], check.evidence
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_verdicts_do_not_hinge_on_the_seed(seed):
-    verdicts = {c.section: c.verdict for c in asc.check_claims(seed=seed)}
+    verdicts = {c.section: c.verdict for c in check_claims(seed=seed)}
     assert verdicts == EXPECTED
 
 
 def test_seed_validation():
     with pytest.raises(ValueError, match="seed"):
-        asc.check_claims(seed=-1)
+        check_claims(seed=-1)

@@ -356,13 +356,22 @@ def test_outputs_and_gradients_bitwise_identical(name: str) -> None:
     assert mon.report().records
 
 
-def test_gradient_norm_recorded() -> None:
+def test_softmax_path_gradient_norm_matches_autograd() -> None:
+    # a hand-written softmax(q k^T / sqrt(d)) @ v; batch 2 is within sample_batch, so the
+    # monitor sees the whole tensor and its norm must equal autograd's
+    torch.manual_seed(0)
     model = HandAttention("ok")
+    x = _x(batch=2)
     with AttentionMonitor(model) as mon:
-        model(_x()).sum().backward()
-    grad_norm = mon.report().records[0].last.grad_norm
-    assert grad_norm is not None
-    assert grad_norm > 0
+        model(x).sum().backward()
+    got = mon.report().records[0].last.logit_grad_norm
+    with torch.no_grad():
+        q, k, v = (
+            lin(x).view(2, SEQ, HEADS, D_HEAD).transpose(1, 2)  # (b, heads, n, d)
+            for lin in (model.q, model.k, model.v)
+        )
+    ref = _reference_grad_norm(q, k, v, None, torch.ones_like(q))
+    assert got == pytest.approx(ref, rel=1e-4)
 
 
 @pytest.mark.parametrize("owner", ["torch", "F", "Tensor"])
@@ -404,7 +413,7 @@ def test_sdpa_gradient_norm_matches_autograd(causal: bool) -> None:
     leaves = [t.clone().requires_grad_() for t in (q, k, v)]
     with AttentionMonitor() as mon:
         (F.scaled_dot_product_attention(*leaves, is_causal=causal) * w).sum().backward()
-    got = mon.report().records[0].last.grad_norm
+    got = mon.report().records[0].last.logit_grad_norm
     assert got == pytest.approx(ref, rel=1e-4)
 
 
@@ -416,7 +425,7 @@ def test_mha_gradient_norm_matches_autograd(need_weights: bool) -> None:
     w = torch.randn(2, 10, 64)
     with AttentionMonitor(mha) as mon:
         (mha(x, x, x, need_weights=need_weights)[0] * w).sum().backward()
-    got = mon.report().records[0].last.grad_norm
+    got = mon.report().records[0].last.logit_grad_norm
     # reference: the same computation by hand, with w pulled back through out_proj
     wq, wk, wv = mha.in_proj_weight.detach().chunk(3)
     bq, bk, bv = mha.in_proj_bias.detach().chunk(3)
@@ -436,7 +445,7 @@ def test_gradient_norm_not_recorded_under_dropout() -> None:
     q = torch.randn(2, 4, 10, 16, requires_grad=True)
     with AttentionMonitor() as mon:
         F.scaled_dot_product_attention(q, q, q, dropout_p=0.5).sum().backward()
-    assert mon.report().records[0].last.grad_norm is None
+    assert mon.report().records[0].last.logit_grad_norm is None
 
 
 def _patched_objects() -> list[object]:
@@ -607,12 +616,34 @@ def test_validation_errors() -> None:
         rec.values("entropyy")
 
 
-def test_thresholds_are_documented_defaults() -> None:
-    mon = AttentionMonitor(scale_ratio=2.0)
-    assert mon.thresholds["scale_ratio"] == 2.0
-    assert {k: v for k, v in mon.thresholds.items() if k != "scale_ratio"} == {
-        k: v for k, v in THRESHOLDS.items() if k != "scale_ratio"
-    }
+def test_threshold_overrides_change_the_verdict_and_stay_local() -> None:
+    # Gemma-2-9B's bug: 224**-0.5 where head_dim is 256, a factor 1.069 off 1/sqrt(256).
+    # Logits of std ~4 across 16 keys: some rows have a max probability above 0.9, few above 0.99.
+    g = torch.Generator().manual_seed(0)
+    q, k = torch.randn(1, 2, 16, 256, generator=g), torch.randn(1, 2, 16, 256, generator=g)
+    q = q * 4.0
+    scale = 224**-0.5
+    defaults = dict(THRESHOLDS)
+
+    def run(**overrides: float) -> MonitorReport:
+        with AttentionMonitor(**overrides) as mon:
+            F.scaled_dot_product_attention(q, k, k, scale=scale)
+        return mon.report()
+
+    def saturated(threshold: float) -> float:  # by hand, over every (head, query) row
+        p = torch.softmax(q @ k.transpose(-2, -1) * scale, dim=-1)
+        return float((p.amax(-1) > threshold).double().mean())
+
+    default = run()
+    assert "scale-mismatch" in default.codes("warning")
+    assert default.records[0].last.saturated_fraction == pytest.approx(saturated(0.99))
+    loose = run(scale_ratio=1.1, saturation=0.9)
+    assert "scale-mismatch" not in loose.codes("info")
+    assert loose.records[0].last.saturated_fraction == pytest.approx(saturated(0.9))
+    assert saturated(0.9) > saturated(0.99)  # the override made a difference
+    # an override changes neither the module's defaults nor a later monitor
+    assert defaults == THRESHOLDS
+    assert run().codes("warning") == default.codes("warning")
 
 
 # --- every way attention is written (issue: the monitor on real code) ----
@@ -783,7 +814,10 @@ def test_nested_monitors_see_the_same_sites_and_no_phantoms() -> None:
     assert [r.where for r in outer_rep.records] == ["HandAttention"]
     assert len(inner_rep.records[0].series) == 1
     assert len(outer_rep.records[0].series) == 2
-    assert outer_rep.records[0].series[0].grad_norm == inner_rep.records[0].series[0].grad_norm
+    assert (
+        outer_rep.records[0].series[0].logit_grad_norm
+        == inner_rep.records[0].series[0].logit_grad_norm
+    )
 
 
 def test_records_only_the_given_model() -> None:

@@ -71,7 +71,9 @@ def test_healthy_models_have_no_warning(family: str, impl: str, dtype: str) -> N
 @pytest.mark.parametrize(("family", "impl"), _cases(("gpt2", "llama", "vit")))
 def test_training_step_gradients_unchanged_and_recorded(family: str, impl: str) -> None:
     report = _watch(family, impl, grad=True)
-    assert all(r.last.grad_norm is not None and r.last.grad_norm > 0 for r in report.records)
+    assert all(
+        r.last.logit_grad_norm is not None and r.last.logit_grad_norm > 0 for r in report.records
+    )
 
 
 @pytest.mark.parametrize(("family", "impl"), _cases())

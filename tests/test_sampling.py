@@ -36,7 +36,6 @@ def test_chi_shortcut_variance_against_closed_form():
 
 
 def test_auto_picks_chi_only_when_exact():
-    torch.manual_seed(0)
     a = asc.sample_scores(16, 1000, seed=5)
     b = asc.sample_scores(16, 1000, seed=5, method="chi")
     assert torch.equal(a, b)
@@ -74,11 +73,25 @@ def test_chunking_bounds_memory_and_keeps_the_law(monkeypatch):
     assert abs(est.variance - 64) < 5 * est.stderr
 
 
-def test_default_chunk_keeps_large_runs_bounded():
-    # 10^7 samples at d_k = 1024 are drawn in chunks of at most 64 MiB of float32.
-    chunk = sampling._CHUNK_ELEMENTS // (2 * 1024)
-    assert chunk * 2 * 1024 * 4 <= 64 * 2**20
-    assert chunk >= 1
+def test_default_chunk_keeps_large_runs_bounded(monkeypatch):
+    # With the default chunk size, a run at d_k = 1024 draws its components in blocks of at
+    # most 64 MiB of float32, however many samples it asks for.
+    blocks = []
+    original = sampling._standardised
+
+    def spy(shape, *args):
+        z = original(shape, *args)
+        blocks.append((shape, z.numel() * z.element_size()))
+        return z
+
+    monkeypatch.setattr(sampling, "_standardised", spy)
+    n = 20_000
+    s = asc.sample_scores(1024, n, method="dot", seed=0)
+    assert len(blocks) > 1, "a 160 MiB draw was not split"
+    assert max(size for _, size in blocks) <= 64 * 2**20
+    assert sum(shape[1] for shape, _ in blocks) == n
+    est = asc.variance_estimate(s)
+    assert abs(est.variance - 1024) < 5 * est.stderr
 
 
 @pytest.mark.parametrize("distribution", ["uniform", "rademacher"])
@@ -96,10 +109,34 @@ def test_correlated_components():
     assert s.mean().item() == pytest.approx(0.8, abs=5 * math.sqrt(1.64 / 200_000))
 
 
-def test_variance_estimate_interval():
-    est = asc.variance_estimate(torch.tensor([1.0, 2.0, 3.0, 4.0]))
-    assert est.variance == pytest.approx(torch.tensor([1.0, 2.0, 3.0, 4.0]).var().item())
-    assert est.low < est.variance < est.high
+def test_variance_estimate_by_hand():
+    # 1, 2, 3, 4: deviations ±1.5, ±0.5, so mu_2 = 5/4, mu_4 = 41/16, the unbiased variance is
+    # 5/3 and the standard error sqrt((41/16 - 25/16) / 4) = 1/2.
+    x = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    est = asc.variance_estimate(x)
+    assert est.variance == pytest.approx(5 / 3, rel=1e-12)
+    assert est.stderr == pytest.approx(0.5, rel=1e-12)
+    assert (est.low, est.high) == pytest.approx((5 / 3 - 0.98, 5 / 3 + 0.98), rel=1e-12)
+    narrow = asc.variance_estimate(x, z=1.0)
+    assert (narrow.low, narrow.high) == pytest.approx((5 / 3 - 0.5, 5 / 3 + 0.5), rel=1e-12)
+    # Large values: every moment scales exactly, with no overflow of the fourth powers.
+    big = asc.variance_estimate(x.double() * 1e150)
+    assert (big.variance, big.stderr) == pytest.approx((5 / 3 * 1e300, 0.5 * 1e300), rel=1e-12)
+
+
+def test_variance_estimate_stderr_matches_the_spread_of_variances():
+    # The standard error must predict how much the variance varies between samples: for
+    # normal data, sd(sample variance) = sigma^2 sqrt(2 / (n - 1)).
+    n, reps = 400, 2000
+    gen = torch.Generator().manual_seed(0)
+    x = 3.0 * torch.randn(reps, n, generator=gen, dtype=torch.float64)
+    ests = [asc.variance_estimate(row) for row in x]
+    spread = torch.tensor([e.variance for e in ests]).std().item()
+    mean_se = sum(e.stderr for e in ests) / reps
+    expected = 9.0 * math.sqrt(2 / (n - 1))
+    # 2000 replicates: the spread is within ~3% of its expectation; the mean SE within ~1%.
+    assert spread == pytest.approx(expected, rel=0.1)
+    assert mean_se == pytest.approx(expected, rel=0.05)
 
 
 def test_dtype_is_respected():

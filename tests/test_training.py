@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -13,6 +16,7 @@ from attnscale import (
     SCALING_STRATEGIES,
     AttentionBlock,
     SimpleAttentionModel,
+    TrainingConfig,
     make_model,
     make_task,
     train,
@@ -31,7 +35,7 @@ TOL = {"rtol": 1e-4, "atol": 1e-5}
 
 def _group(name: str) -> str:
     owner = name.rsplit(".", 2)[-2] if "." in name else ""
-    return {"W_q": "q", "q_proj": "q", "W_k": "k", "k_proj": "k"}.get(owner, "other")
+    return {"q_proj": "q", "k_proj": "k"}.get(owner, "other")
 
 
 def _sequential(
@@ -269,7 +273,7 @@ def test_models() -> None:
     assert res.output.shape == (3, 5, 12) and res.weights.shape == (3, 1, 5, 5)
     # Equals the article's explicit computation (no scale).
     x = torch.randn(2, 5, 12)
-    q, k, v = m.W_q(x), m.W_k(x), m.W_v(x)
+    q, k, v = m.q_proj(x), m.k_proj(x), m.v_proj(x)
     ref = m.out_proj(torch.softmax(q @ k.transpose(-2, -1), -1) @ v)
     torch.testing.assert_close(m(x).output, ref)
     b = AttentionBlock(16, 4, strategy="learnable_temperature")
@@ -277,10 +281,10 @@ def test_models() -> None:
     out = b(torch.randn(2, 6, 16), is_causal=True, need_weights=True)
     assert out.weights[..., 0, 1:].eq(0).all()
     a, c = make_model(seed=4, d_model=16, d_k=8), make_model(seed=4, d_model=16, d_k=8)
-    assert torch.equal(a.W_v.weight, c.W_v.weight)
+    assert torch.equal(a.v_proj.weight, c.v_proj.weight)
 
 
-@pytest.mark.parametrize(
+INVALID = pytest.mark.parametrize(
     ("kwargs", "exc", "match"),
     [
         ({"task": "copy"}, ValueError, "task"),
@@ -304,11 +308,79 @@ def test_models() -> None:
         ({"eps": 0.0}, ValueError, "eps"),
         ({"device": "nonsense"}, ValueError, "device"),
         ({"lrs": "fast"}, TypeError, "lr"),
+        ({"seeds": 1.0}, TypeError, "seeds"),
+        ({"betas": [0.9, 0.99]}, TypeError, "betas"),
+        ({"num_threads": 0}, ValueError, "num_threads"),
+        ({"test_samples": -1}, ValueError, "test_samples"),
     ],
 )
+
+
+@INVALID
 def test_train_validation(kwargs: dict[str, object], exc: type[Exception], match: str) -> None:
     with pytest.raises(exc, match=match):
         train(**{"epochs": 1, "num_samples": 4, **kwargs})  # type: ignore[arg-type]
+
+
+@INVALID
+def test_config_validation(kwargs: dict[str, object], exc: type[Exception], match: str) -> None:
+    with pytest.raises(exc, match=match):
+        TrainingConfig(**kwargs)  # type: ignore[arg-type]
+    # A changed copy is validated again.
+    with pytest.raises(exc, match=match):
+        dataclasses.replace(TrainingConfig(), **kwargs)  # type: ignore[arg-type]
+
+
+def test_config_is_frozen_and_normalised() -> None:
+    cfg = TrainingConfig(
+        "mean",
+        strategies="none",
+        seeds=np.array([3, 1]),
+        lrs=torch.tensor(0.25),
+        d_model=16.0,  # type: ignore[arg-type]
+        betas=(np.float32(0.5), 0.9),
+        device="cpu",
+        progress=0,  # type: ignore[arg-type]
+    )
+    assert cfg.strategies == ("none",) and cfg.seeds == (3, 1) and cfg.lrs == (0.25,)
+    assert all(type(s) is int for s in cfg.seeds) and type(cfg.lrs[0]) is float
+    assert type(cfg.d_model) is int and cfg.betas == (0.5, 0.9) and type(cfg.betas[0]) is float
+    assert cfg.device == torch.device("cpu") and cfg.progress is False
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.epochs = 3  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cfg.seeds = (4,)  # type: ignore[misc]
+    assert cfg == TrainingConfig(
+        "mean",
+        strategies=["none"],
+        seeds=(3, 1),
+        lrs=[0.25],
+        d_model=16,
+        betas=(0.5, 0.9),
+        progress=False,
+    )
+    assert hash(cfg) == hash(dataclasses.replace(cfg))
+
+
+def test_config_fields_are_the_parameters_of_train() -> None:
+    # train builds its config from its arguments: the two must list the same names and defaults.
+    params = inspect.signature(train).parameters
+    assert list(params) == [f.name for f in dataclasses.fields(TrainingConfig)]
+    assert TrainingConfig(**{n: p.default for n, p in params.items()}) == TrainingConfig()
+
+
+def test_result_carries_the_config_and_it_round_trips() -> None:
+    kw = {"batch_size": BATCH, "epochs": EPOCHS, **SMALL}
+    res = train("retrieval", strategies=["none", "cosine"], seeds=np.arange(2), lrs=3e-3, **kw)
+    asked = TrainingConfig(
+        "retrieval", strategies=("none", "cosine"), seeds=(0, 1), lrs=(3e-3,), **kw
+    )
+    assert isinstance(res.config, TrainingConfig) and res.config == asked
+    again = train(**dataclasses.asdict(res.config))
+    assert again.config == res.config
+    for m in METRICS:
+        assert torch.equal(again.metric(m), res.metric(m))
+    assert torch.equal(again.test_loss, res.test_loss)
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error without CUDA")

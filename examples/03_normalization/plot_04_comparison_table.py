@@ -57,7 +57,7 @@ with torch.no_grad():
         mha.k_proj.weight.div_(GAIN)
         measured[label] = {
             "params": sum(p.numel() for p in mha.strategy.parameters()),
-            "std0": float(init.logits.std()),
+            "std0": float(init.logits.var(-1, correction=0).mean().sqrt()),  # within-row
             "h0": attnscale.softmax_entropy(init.logits, normalized=True).mean().item(),
             "h_grown": attnscale.softmax_entropy(grown.logits, normalized=True).mean().item(),
             "max_grown": float(grown.logits.abs().max()),

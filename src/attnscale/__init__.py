@@ -8,7 +8,6 @@ dependency: ``pip install attnscale[plot]``).
 
 from typing import TYPE_CHECKING
 
-from .factcheck import VERDICTS, ClaimCheck, check_claims
 from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model
 from .monitor import (
     GUIDE_URL,
@@ -56,7 +55,7 @@ from .theory import (
     scaled_dot_product_moments,
     unit_variance_scale,
 )
-from .training import METRICS, TASKS, TrainingResult, make_task, train
+from .training import METRICS, TASKS, TrainingConfig, TrainingResult, make_task, train
 
 if TYPE_CHECKING:  # for type checkers and the API reference; at run time see __getattr__
     from .plotting import (
@@ -97,13 +96,11 @@ __all__ = [
     "SCALING_STRATEGIES",
     "TASKS",
     "THRESHOLDS",
-    "VERDICTS",
     "AttentionBlock",
     "AttentionMonitor",
     "AttentionRecord",
     "AttentionResult",
     "AttentionStats",
-    "ClaimCheck",
     "CosineScale",
     "Finding",
     "FoldedInit",
@@ -119,9 +116,9 @@ __all__ = [
     "ScoreScaling",
     "SimpleAttentionModel",
     "SoftmaxStats",
+    "TrainingConfig",
     "TrainingResult",
     "VarianceEstimate",
-    "check_claims",
     "dot_product_moments",
     "gaussian_logit_entropy",
     "init_projection_variance",

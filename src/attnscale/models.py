@@ -41,7 +41,7 @@ class SimpleAttentionModel(nn.Module):
     $$Q = XW_q,\quad K = XW_k,\quad V = XW_v,\quad
     Y = \mathrm{softmax}\!\big(\alpha\,\phi(Q)\psi(K)^\top\big)\,V\,W_o ,$$
 
-    with bias-free projections ``W_q``, ``W_k`` (``d_model -> d_k``), ``W_v``
+    with bias-free projections ``q_proj``, ``k_proj`` (``d_model -> d_k``), ``v_proj``
     (``d_model -> d_v``) and ``out_proj`` (``d_v -> d_model``), PyTorch's default ``nn.Linear``
     init, and the logit map $(\phi, \psi, \alpha)$ given by the strategy (see
     [ScoreScaling][attnscale.ScoreScaling]). There is no residual connection and no
@@ -97,15 +97,15 @@ class SimpleAttentionModel(nn.Module):
         dev, dt = _placement(device, dtype)
         _checks.allocation((max(self.d_k, self.d_v), self.d_model), dt, "d_model, d_k or d_v")
         kw: dict[str, object] = {"device": dev, "dtype": dt}
-        self.W_q = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
-        self.W_k = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
-        self.W_v = nn.Linear(self.d_model, self.d_v, bias=False, **kw)
+        self.q_proj = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
+        self.k_proj = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
+        self.v_proj = nn.Linear(self.d_model, self.d_v, bias=False, **kw)
         self.out_proj = nn.Linear(self.d_v, self.d_model, bias=False, **kw)
         # A strategy object keeps its own dtype unless one is asked for.
         self.strategy = _resolve(strategy, self.d_k, 1).to(
             device=dev, dtype=None if dtype is None else dt
         )
-        self.strategy.init_projections(self.W_q, self.W_k)
+        self.strategy.init_projections(self.q_proj, self.k_proj)
 
     def forward(
         self, x: torch.Tensor, *, need_weights: bool = False, need_logits: bool = False
@@ -132,10 +132,10 @@ class SimpleAttentionModel(nn.Module):
             If ``x`` is not 3-D with width ``d_model``, or is on another device than the
             parameters.
         """
-        _check_tokens(x, "x", self.d_model, self.W_q.weight)
-        q = self.W_q(x).unsqueeze(1)  # (batch, 1, length, d_k)
-        k = self.W_k(x).unsqueeze(1)  # (batch, 1, length, d_k)
-        v = self.W_v(x).unsqueeze(1)  # (batch, 1, length, d_v)
+        _check_tokens(x, "x", self.d_model, self.q_proj.weight)
+        q = self.q_proj(x).unsqueeze(1)  # (batch, 1, length, d_k)
+        k = self.k_proj(x).unsqueeze(1)  # (batch, 1, length, d_k)
+        v = self.v_proj(x).unsqueeze(1)  # (batch, 1, length, d_v)
         res = scaled_dot_product_attention(
             q, k, v, strategy=self.strategy, need_weights=need_weights, need_logits=need_logits
         )
@@ -329,7 +329,7 @@ def make_model(
     --------
     >>> a = make_model("simple", d_model=16, d_k=8, seed=3)
     >>> b = make_model("simple", d_model=16, d_k=8, seed=3, strategy="none")
-    >>> bool(torch.equal(a.W_q.weight, b.W_q.weight))
+    >>> bool(torch.equal(a.q_proj.weight, b.q_proj.weight))
     True
     """
     model = _checks.one_of(model, "model", MODELS)

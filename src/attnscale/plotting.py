@@ -37,6 +37,14 @@ __all__ = [
 ]
 
 
+def _values(data: object, name: str) -> np.ndarray:
+    """``data`` as a float64 array; a ValueError naming ``name`` if it is not numeric."""
+    try:
+        return to_numpy(data)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{name} must be numbers (a tensor, array or sequence): {err}") from None
+
+
 def plot_probability_rows(
     rows: Mapping[str, torch.Tensor | np.ndarray | Sequence[float]],
     *,
@@ -60,10 +68,21 @@ def plot_probability_rows(
     Returns
     -------
     matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``rows`` is empty, a row is empty, not numeric or not finite (NaN or inf), or the
+        rows differ in length.
     """
     if not rows:
         raise ValueError("rows must contain at least one probability vector")
-    arrays = {label: to_numpy(p).ravel() for label, p in rows.items()}
+    arrays = {label: _values(p, f"rows[{label!r}]").ravel() for label, p in rows.items()}
+    for label, p in arrays.items():
+        if p.size == 0:
+            raise ValueError(f"rows[{label!r}] must hold at least one probability, got none")
+        if not np.isfinite(p).all():
+            raise ValueError(f"rows[{label!r}] must be finite probabilities (no NaN or inf)")
     n = {a.size for a in arrays.values()}
     if len(n) != 1:
         raise ValueError(f"rows must all have the same length, got lengths {sorted(n)}")
@@ -250,14 +269,19 @@ def plot_strategy_curves(
     Raises
     ------
     ValueError
-        If ``curves`` is empty or a curve's length differs from ``x``.
+        If ``curves`` is empty, ``x`` is empty, not one-dimensional or not finite, a value is
+        not numeric, or a curve's length differs from ``x``.
     """
     if not curves:
         raise ValueError("curves must contain at least one strategy")
-    xs = to_numpy(x)
+    xs = _values(x, "x")
+    if xs.ndim != 1 or xs.size == 0:
+        raise ValueError(f"x must be a non-empty one-dimensional sequence, got shape {xs.shape}")
+    if not np.isfinite(xs).all():
+        raise ValueError("x must be finite (no NaN or inf)")
     ax = new_axes(ax)
     for i, (label, values) in enumerate(curves.items()):
-        y = to_numpy(values)
+        y = _values(values, f"curves[{label!r}]")
         if y.shape != xs.shape:
             raise ValueError(f"curves[{label!r}] has shape {y.shape}, x has {xs.shape}")
         ax.plot(
@@ -305,7 +329,9 @@ def plot_seed_bands(
     Parameters
     ----------
     curves : Mapping[str, array of shape (seeds, points)]
-        One array per label; rows are seeds. A 1-D array counts as one seed.
+        One array per label; rows are seeds. A 1-D array counts as one seed. Non-finite
+        values (NaN or inf, e.g. from a diverged run) are not drawn: a point where any seed is
+        non-finite is left out of that label's mean line and band.
     x : sequence of float, optional
         Shared x values; default ``1, 2, ..., points`` (epochs or steps counted from 1).
     ax : matplotlib.axes.Axes, optional
@@ -337,7 +363,8 @@ def plot_seed_bands(
     Raises
     ------
     ValueError
-        If ``curves`` is empty, ``band`` is unknown, or shapes disagree.
+        If ``curves`` is empty, a curve has no seeds or no points, a value is not numeric,
+        ``band`` is unknown, or shapes disagree.
 
     Examples
     --------
@@ -350,14 +377,20 @@ def plot_seed_bands(
     band = _checks.one_of(band, "band", ("range", "std"))
     ax = new_axes(ax)
     for i, (label, values) in enumerate(curves.items()):
-        y = to_numpy(values)
+        y = _values(values, f"curves[{label!r}]")
         if y.ndim == 1:
             y = y[None, :]
-        if y.ndim != 2:
-            raise ValueError(f"curves[{label!r}] must have shape (seeds, points), got {y.shape}")
-        xs = np.arange(1, y.shape[1] + 1) if x is None else to_numpy(x)
+        if y.ndim != 2 or 0 in y.shape:
+            raise ValueError(
+                f"curves[{label!r}] must have shape (seeds, points) with at least one seed and "
+                f"one point, got {y.shape}"
+            )
+        xs = np.arange(1, y.shape[1] + 1) if x is None else _values(x, "x")
         if xs.shape != (y.shape[1],):
             raise ValueError(f"curves[{label!r}] has {y.shape[1]} points, x has {xs.shape}")
+        # Non-finite values become gaps: NaN propagates through the statistics without the
+        # warnings that inf - inf would raise, and matplotlib does not draw it.
+        y = np.where(np.isfinite(y), y, np.nan)
         mean = y.mean(0)
         if band == "range":
             lo, hi = y.min(0), y.max(0)

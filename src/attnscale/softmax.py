@@ -478,7 +478,8 @@ def softmax_stats(logits: torch.Tensor, *, temperature: float = 1.0) -> SoftmaxS
     [softmax_jacobian_norm][attnscale.softmax_jacobian_norm] on
     $\mathrm{softmax}(z / T)$, but computes the softmax once, which matters
     for large batches of rows. The Jacobian norm is that of the softmax
-    with respect to its input $z / T$.
+    with respect to its input $z / T$. The [metric definitions][metric-definitions] give
+    each formula.
 
     Parameters
     ----------

@@ -13,6 +13,8 @@ r"""Seeded training runs on synthetic tasks, many models in one pass, with recor
   each model's gradient equal to the gradient of its own loss, and Adam is applied element-wise
   on the stacked tensors, so each model keeps its own optimizer state. The result equals
   sequential training of each model up to floating-point rounding.
+- [TrainingConfig][attnscale.TrainingConfig]: the validated, frozen settings of a call, which the
+  result carries.
 - [TrainingResult][attnscale.TrainingResult]: the per-step metrics of every model as tensors of
   shape ``(models, steps)``, with helpers to average them per epoch and group them over seeds.
 """
@@ -44,7 +46,7 @@ from .scaling import (
     ScoreScaling,
 )
 
-__all__ = ["METRICS", "TASKS", "TrainingResult", "make_task", "train"]
+__all__ = ["METRICS", "TASKS", "TrainingConfig", "TrainingResult", "make_task", "train"]
 
 #: Synthetic tasks understood by [make_task][attnscale.make_task] and [train][attnscale.train].
 TASKS: tuple[str, ...] = ("reconstruction", "mean", "retrieval")
@@ -165,6 +167,103 @@ def make_task(
 
 
 @dataclass(frozen=True)
+class TrainingConfig:
+    r"""The settings of a [train][attnscale.train] call, validated and frozen.
+
+    The fields are the parameters of [train][attnscale.train], with the same names, meanings and
+    defaults; ``train`` builds one from its arguments and the result carries it as
+    [TrainingResult.config][attnscale.TrainingResult], so
+    ``train(**dataclasses.asdict(config))`` trains the same models again. The constructor
+    accepts what ``train`` accepts and stores it normalised: ``strategies``, ``seeds`` and
+    ``lrs`` as tuples (one value, a sequence, or a 0-D or 1-D tensor or array), sizes and seeds
+    as ``int``, learning rates, ``betas`` and ``eps`` as ``float`` and ``device`` as a
+    ``torch.device``. Fields cannot be reassigned; ``dataclasses.replace`` makes a changed copy,
+    validated again.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As [train][attnscale.train] does, naming the offending field.
+
+    Examples
+    --------
+    >>> cfg = TrainingConfig("mean", strategies="none", seeds=[0, 1], epochs=2)
+    >>> cfg.strategies, cfg.seeds, cfg.device
+    (('none',), (0, 1), device(type='cpu'))
+    """
+
+    task: str = "reconstruction"
+    strategies: tuple[str, ...] = ("inverse_sqrt",)
+    seeds: tuple[int, ...] = (0,)
+    lrs: tuple[float, ...] = (1e-3,)
+    model: str = "simple"
+    d_model: int = 128
+    d_k: int = 64
+    d_v: int | None = None
+    num_heads: int = 1
+    seq_len: int = 8
+    num_samples: int = 500
+    test_samples: int = 500
+    batch_size: int = 32
+    epochs: int = 100
+    betas: tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    device: torch.device | str = "cpu"
+    progress: bool | None = None
+    num_threads: int | None = None
+
+    def __post_init__(self) -> None:
+        def store(name: str, value: object) -> None:
+            object.__setattr__(self, name, value)  # frozen: the one place fields are set
+
+        store("task", _checks.one_of(self.task, "task", TASKS))
+        strategies = tuple(
+            _checks.one_of(s, "strategy", SCALING_STRATEGIES)
+            for s in _as_tuple(self.strategies, "strategies")
+        )
+        if len(set(strategies)) != len(strategies):
+            raise ValueError(f"strategies must be distinct, got {list(strategies)}")
+        store("strategies", strategies)
+        seeds = tuple(_checks.rng_seed(s, "seeds") for s in _as_tuple(self.seeds, "seeds"))
+        if len(set(seeds)) != len(seeds):
+            raise ValueError(f"seeds must be distinct, got {list(seeds)}")
+        store("seeds", seeds)
+        store("lrs", tuple(_checks.positive_float(v, "lr") for v in _as_tuple(self.lrs, "lrs")))
+        model = _checks.one_of(self.model, "model", MODELS)
+        store("model", model)
+        for name in ("d_model", "d_k", "num_heads", "seq_len", "num_samples", "test_samples"):
+            store(name, _checks.positive_int(getattr(self, name), name))
+        if self.d_v is not None:
+            store("d_v", _checks.positive_int(self.d_v, "d_v"))
+        if model == "simple" and self.num_heads != 1:
+            raise ValueError(f"num_heads must be 1 for model='simple', got {self.num_heads}")
+        if model == "block" and self.d_model % self.num_heads:
+            raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
+        store("batch_size", _checks.positive_int(self.batch_size, "batch_size"))
+        store("epochs", _checks.positive_int(self.epochs, "epochs"))
+        betas = self.betas
+        if not isinstance(betas, tuple) or len(betas) != 2:
+            raise TypeError(f"betas must be a tuple of two floats, got {betas!r}")
+        beta_pair = (
+            _checks.finite_float(betas[0], "betas"),
+            _checks.finite_float(betas[1], "betas"),
+        )
+        if not all(0.0 <= b < 1.0 for b in beta_pair):
+            raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
+        store("betas", beta_pair)
+        store("eps", _checks.positive_float(self.eps, "eps"))
+        _checks.allocation(
+            (len(seeds), max(self.num_samples, self.test_samples), self.seq_len, self.d_model),
+            torch.float32,
+            "num_samples, test_samples, seq_len or d_model",
+        )
+        store("device", _checks.device(self.device))
+        store("progress", None if self.progress is None else bool(self.progress))
+        if self.num_threads is not None:
+            store("num_threads", _checks.positive_int(self.num_threads, "num_threads"))
+
+
+@dataclass(frozen=True)
 class TrainingResult:
     r"""Per-step metrics of a batch of training runs.
 
@@ -190,7 +289,7 @@ class TrainingResult:
         rows, of each row's population variance; 0 for one-token sequences), and the largest
         logit magnitude of the step. Softmax ignores a shift of a row, so the within-row spread
         is the one that sets how peaked attention is. The same definitions as the monitor's
-        (see the [metrics page](../reference/metrics.md)).
+        (see the [metric definitions][metric-definitions]).
     scale : Tensor
         The strategy's multiplier $\alpha$ (mean over heads): constant for fixed strategies,
         learned for ``"learnable_temperature"`` and ``"cosine"``.
@@ -203,8 +302,9 @@ class TrainingResult:
         Learning rate of each model.
     steps_per_epoch : int
         Number of optimizer steps per epoch.
-    config : dict
-        The settings of the call, for the record.
+    config : TrainingConfig
+        The validated settings of the call; ``train(**dataclasses.asdict(config))`` trains the
+        same models again.
     seconds : float
         Wall-clock time of the training loop.
 
@@ -233,7 +333,7 @@ class TrainingResult:
     seeds: tuple[int, ...]
     lrs: tuple[float, ...]
     steps_per_epoch: int
-    config: dict[str, object] = field(default_factory=dict)
+    config: TrainingConfig
     seconds: float = 0.0
     _states: tuple[dict[str, torch.Tensor], ...] = field(default=(), repr=False)
 
@@ -392,11 +492,7 @@ class _Probe(nn.Module):
 def _param_group(name: str) -> str:
     leaf = name.rsplit(".", 2)
     owner = leaf[-2] if len(leaf) >= 2 else ""
-    if owner in ("W_q", "q_proj"):
-        return "q"
-    if owner in ("W_k", "k_proj"):
-        return "k"
-    return "other"
+    return {"q_proj": "q", "k_proj": "k"}.get(owner, "other")
 
 
 class _Stack:
@@ -535,7 +631,7 @@ class _VmapStack(_Stack):
         return out
 
 
-_SIMPLE_WEIGHTS = ("W_q.weight", "W_k.weight", "W_v.weight", "out_proj.weight")
+_SIMPLE_WEIGHTS = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight")
 # Strategies whose logits are a constant times q . k (the constant may differ between them).
 _CONSTANT_SCALE = (NoScale, InverseSqrt, InverseD, FoldedInit)
 
@@ -664,6 +760,10 @@ def train(
     per run of neighbouring constant-scale strategies; see the module description. The models
     are ordered strategy-major, then learning rate, then seed.
 
+    The arguments are validated once into a [TrainingConfig][attnscale.TrainingConfig], which
+    the result carries as ``config``: ``train(**dataclasses.asdict(result.config))`` repeats the
+    call, and ``train(**dataclasses.asdict(cfg))`` runs a config built beforehand.
+
     Parameters
     ----------
     task : str
@@ -699,7 +799,8 @@ def train(
     Returns
     -------
     TrainingResult
-        Metrics of shape ``(models, epochs * steps_per_epoch)`` and per-model final losses.
+        Metrics of shape ``(models, epochs * steps_per_epoch)``, per-model final losses, and
+        the settings as a [TrainingConfig][attnscale.TrainingConfig].
 
     Raises
     ------
@@ -720,100 +821,29 @@ def train(
     >>> res.loss.shape, res.steps_per_epoch
     (torch.Size([4, 4]), 2)
     """
-    task = _checks.one_of(task, "task", TASKS)
-    strategy_list = [
-        _checks.one_of(s, "strategy", SCALING_STRATEGIES)
-        for s in _as_tuple(strategies, "strategies")
-    ]
-    if len(set(strategy_list)) != len(strategy_list):
-        raise ValueError(f"strategies must be distinct, got {strategy_list}")
-    seed_list = [_checks.rng_seed(s, "seeds") for s in _as_tuple(seeds, "seeds")]
-    if len(set(seed_list)) != len(seed_list):
-        raise ValueError(f"seeds must be distinct, got {seed_list}")
-    lr_list = [_checks.positive_float(v, "lr") for v in _as_tuple(lrs, "lrs")]
-    model = _checks.one_of(model, "model", MODELS)
-    d_model = _checks.positive_int(d_model, "d_model")
-    d_k = _checks.positive_int(d_k, "d_k")
-    d_v = None if d_v is None else _checks.positive_int(d_v, "d_v")
-    num_heads = _checks.positive_int(num_heads, "num_heads")
-    if model == "simple" and num_heads != 1:
-        raise ValueError(f"num_heads must be 1 for model='simple', got {num_heads}")
-    if model == "block" and d_model % num_heads:
-        raise ValueError(f"num_heads={num_heads} must divide d_model={d_model}")
-    seq_len = _checks.positive_int(seq_len, "seq_len")
-    num_samples = _checks.positive_int(num_samples, "num_samples")
-    test_samples = _checks.positive_int(test_samples, "test_samples")
-    batch_size = _checks.positive_int(batch_size, "batch_size")
-    epochs = _checks.positive_int(epochs, "epochs")
-    if not isinstance(betas, tuple) or len(betas) != 2:
-        raise TypeError(f"betas must be a tuple of two floats, got {betas!r}")
-    beta_pair = (_checks.finite_float(betas[0], "betas"), _checks.finite_float(betas[1], "betas"))
-    if not all(0.0 <= b < 1.0 for b in beta_pair):
-        raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
-    eps = _checks.positive_float(eps, "eps")
-    _checks.allocation(
-        (len(seed_list), max(num_samples, test_samples), seq_len, d_model),
-        torch.float32,
-        "num_samples, test_samples, seq_len or d_model",
-    )
-    dev = _checks.device(device)
-    show = sys.stderr.isatty() if progress is None else bool(progress)
-    threads = None if num_threads is None else _checks.positive_int(num_threads, "num_threads")
+    # The first statement, so that locals() holds exactly the arguments: the config's fields.
+    config = TrainingConfig(**locals())
     previous_threads = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
+    if config.num_threads is not None:
+        torch.set_num_threads(config.num_threads)
     try:
-        return _train(
-            task,
-            strategy_list,
-            seed_list,
-            lr_list,
-            model,
-            d_model,
-            d_k,
-            d_v,
-            num_heads,
-            seq_len,
-            num_samples,
-            test_samples,
-            batch_size,
-            epochs,
-            beta_pair,
-            eps,
-            dev,
-            show,
-        )
+        return _train(config)
     finally:
         torch.set_num_threads(previous_threads)
 
 
-def _train(
-    task: str,
-    strategy_list: list[str],
-    seed_list: list[int],
-    lr_list: list[float],
-    model: str,
-    d_model: int,
-    d_k: int,
-    d_v: int | None,
-    num_heads: int,
-    seq_len: int,
-    num_samples: int,
-    test_samples: int,
-    batch_size: int,
-    epochs: int,
-    beta_pair: tuple[float, float],
-    eps: float,
-    dev: torch.device,
-    show: bool,
-) -> TrainingResult:
+def _train(config: TrainingConfig) -> TrainingResult:
+    """The training loop of [train][attnscale.train], on validated settings."""
+    task, seed_list, dev = config.task, list(config.seeds), config.device
+    d_model, seq_len, num_samples = config.d_model, config.seq_len, config.num_samples
+    show = sys.stderr.isatty() if config.progress is None else config.progress
 
     # Data per seed: (seeds, samples, length, d_model), drawn on the CPU then moved.
     xs, ys, xts, yts = [], [], [], []
     for s in seed_list:
         gen = torch.Generator().manual_seed(s)
         x, y = make_task(task, num_samples, seq_len, d_model, generator=gen)
-        xt, yt = make_task(task, test_samples, seq_len, d_model, generator=gen)
+        xt, yt = make_task(task, config.test_samples, seq_len, d_model, generator=gen)
         xs.append(x)
         ys.append(y)
         xts.append(xt)
@@ -825,16 +855,16 @@ def _train(
     # Every model, in the order of the result: strategy-major, then learning rate, then seed.
     models: list[nn.Module] = []
     order: list[tuple[str, float, int]] = []
-    for strat in strategy_list:
-        for lr in lr_list:
+    for strat in config.strategies:
+        for lr in config.lrs:
             for s in seed_list:
                 models.append(
                     make_model(
-                        model,
+                        config.model,
                         d_model=d_model,
-                        d_k=d_k,
-                        d_v=d_v,
-                        num_heads=num_heads,
+                        d_k=config.d_k,
+                        d_v=config.d_v,
+                        num_heads=config.num_heads,
                         strategy=strat,
                         seed=s,
                         device=dev,
@@ -854,12 +884,12 @@ def _train(
                 [models[i] for i in idx],  # type: ignore[misc]
                 torch.tensor([order[i][1] for i in idx], device=dev),
                 torch.tensor([seed_list.index(order[i][2]) for i in idx], device=dev),
-                beta_pair,
-                eps,
+                config.betas,
+                config.eps,
             )
         )
 
-    steps_per_epoch = math.ceil(num_samples / batch_size)
+    steps_per_epoch = math.ceil(num_samples / config.batch_size)
     records: list[torch.Tensor] = []  # per step: (len(METRICS), models)
     # Mini-batches are gathered with index_select on the flattened data (several times faster
     # than advanced indexing on a CPU): row r * num_samples + i is sample i of seed r.
@@ -868,12 +898,12 @@ def _train(
     row_offset = torch.arange(len(seed_list), device=dev).unsqueeze(1) * num_samples  # (seeds, 1)
     start_time = time.perf_counter()
     t = 0
-    for epoch in range(epochs):
+    for epoch in range(config.epochs):
         perms = torch.stack([torch.randperm(num_samples, generator=g) for g in shufflers]).to(dev)
         perms += row_offset  # (seeds, samples): rows of x_rows
-        for start in range(0, num_samples, batch_size):
+        for start in range(0, num_samples, config.batch_size):
             t += 1
-            rows = perms[:, start : start + batch_size]  # (seeds, batch)
+            rows = perms[:, start : start + config.batch_size]  # (seeds, batch)
             step = []
             for g in groups:
                 r = rows[g.seed_pos].flatten()  # (models * batch,)
@@ -885,7 +915,7 @@ def _train(
         if show:
             last = torch.stack([r[0] for r in records[-steps_per_epoch:]]).mean(0)
             sys.stderr.write(
-                f"\rtrain {task}: epoch {epoch + 1}/{epochs}, {len(order)} models, "
+                f"\rtrain {task}: epoch {epoch + 1}/{config.epochs}, {len(order)} models, "
                 f"mean loss {float(last.mean()):.4g}, {time.perf_counter() - start_time:.1f} s"
             )
             sys.stderr.flush()
@@ -898,22 +928,6 @@ def _train(
     recorded = torch.stack(records, dim=2).float().cpu()  # (len(METRICS), models, steps)
     metrics = dict(zip(METRICS, recorded.unbind(0), strict=True))
     states = tuple(st for g in groups for st in g.states())
-    config: dict[str, object] = {
-        "task": task,
-        "model": model,
-        "d_model": d_model,
-        "d_k": d_k,
-        "d_v": d_v,
-        "num_heads": num_heads,
-        "seq_len": seq_len,
-        "num_samples": num_samples,
-        "test_samples": test_samples,
-        "batch_size": batch_size,
-        "epochs": epochs,
-        "betas": beta_pair,
-        "eps": eps,
-        "device": str(dev),
-    }
     return TrainingResult(
         **metrics,
         final_train_loss=final_train.detach().float().cpu(),

@@ -6,5 +6,6 @@ behaviour may change in any release. The guide's examples use them:
 - ``figures``: one plot helper per figure of the guide;
 - ``tables``: the HTML/Markdown tables of the pages;
 - ``style``: the site's matplotlib style and the one table of strategy colours and labels;
-- ``zoo``: tiny Hugging Face ``transformers`` models for the monitor pages and tests.
+- ``zoo``: tiny Hugging Face ``transformers`` models for the monitor pages and tests;
+- ``factcheck``: the claim checks behind the fact-check page.
 """

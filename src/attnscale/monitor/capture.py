@@ -700,7 +700,7 @@ class Capture(TorchFunctionMode):
         where: str,
         grad_at_softmax_input: Callable[[torch.Tensor], torch.Tensor],
     ) -> None:
-        """Fill ``stats.grad_norm`` during backward from the gradient reaching ``tensor``.
+        """Fill ``stats.logit_grad_norm`` during backward from the gradient reaching ``tensor``.
 
         The hook only reads the gradient and returns None, so backward propagates
         exactly the same values.
@@ -711,7 +711,9 @@ class Capture(TorchFunctionMode):
         def hook(grad: torch.Tensor) -> None:
             try:
                 with self._own_work():
-                    stats.grad_norm = float(grad_at_softmax_input(grad.detach()).float().norm())
+                    stats.logit_grad_norm = float(
+                        grad_at_softmax_input(grad.detach()).float().norm()
+                    )
             except Exception as err:  # never break backward: report instead
                 self.errors.append((where, f"gradient: {type(err).__name__}: {err}"))
 

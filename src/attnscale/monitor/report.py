@@ -38,6 +38,7 @@ class AttentionStats:
     saturation are taken over query rows with at least two valid keys: a row
     with one valid key (the first row of causal attention) is one-hot by
     construction, and a row with none is counted in ``masked_rows`` instead.
+    The [metric definitions][metric-definitions] give each formula.
 
     ``scale`` is the factor $c$ in $\mathrm{softmax}(c\,q\cdot k)$ as the
     monitor read it, and ``scale_source`` says how: ``"sdpa-argument"``,
@@ -48,7 +49,7 @@ class AttentionStats:
     the $QK^\top$ product, when the path from one to the other went through
     operations the monitor does not follow; ``scale_fit_residual`` is its
     relative residual). ``softcap`` is the cap $t$ of a
-    $t\tanh(x/t)$ soft-cap on that path. ``grad_norm`` is the L2 norm of the
+    $t\tanh(x/t)$ soft-cap on that path. ``logit_grad_norm`` is the L2 norm of the
     gradient of the loss with respect to the softmax input, over the sampled
     batch elements and query rows, filled during backward; see
     [AttentionMonitor][attnscale.AttentionMonitor] for when it stays None.
@@ -90,7 +91,7 @@ class AttentionStats:
     nonfinite_logits: int
     nonfinite_outputs: int
     sampled_rows: int
-    grad_norm: float | None = None
+    logit_grad_norm: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""

@@ -56,7 +56,7 @@ def logit_stats(
     pmax = torch.where(live, p.max(-1).values, zero)  # (..., rows)
     n_live = live.sum()
     if x.dim() >= 3:
-        # mean entropy fraction per head: heads are the third-to-last axis
+        # mean normalized entropy per head: heads are the third-to-last axis
         axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
         heads_live = live.sum(dim=axes)
         per_head = frac.sum(dim=axes) / heads_live.clamp_min(1)

@@ -1,10 +1,12 @@
-r"""Executable checks of the source article's claims.
+r"""Executable checks of the source article's claims: site-only, no stability promise.
 
 The site began from a tutorial on the $1/\sqrt{d_k}$ factor whose claims are a
 mix of true, half-true and false. Each function here re-measures one claim and
-returns a [ClaimCheck][attnscale.ClaimCheck] whose verdict follows from the
-measurement by a stated rule, so the fact-check page cannot drift from the code
-and a test fails when a verdict changes.
+returns a ``ClaimCheck`` whose verdict follows from the measurement by a stated
+rule, so the fact-check page cannot drift from the code and a test fails when a
+verdict changes. Only the fact-check page and its test use this module; it is not
+part of attnscale's public API, and its names, signatures and behaviour may change
+in any release.
 """
 
 from __future__ import annotations
@@ -19,11 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import _checks
-from .sampling import sample_scores, variance_estimate
-from .softmax import softmax_entropy, softmax_jacobian_norm, tempered_softmax
-from .theory import init_projection_variance
-from .training import train
+from .. import _checks
+from ..sampling import sample_scores, variance_estimate
+from ..softmax import softmax_entropy, softmax_jacobian_norm, tempered_softmax
+from ..theory import init_projection_variance
+from ..training import train
 
 __all__ = ["VERDICTS", "ClaimCheck", "check_claims"]
 
@@ -42,7 +44,7 @@ class ClaimCheck:
     claim : str
         The claim, in our words.
     verdict : str
-        One of [VERDICTS][attnscale.VERDICTS].
+        One of ``VERDICTS``.
     evidence : str
         What was measured, with the numbers, in one or two sentences. Math in
         ``claim`` and ``evidence`` uses ``\\( \\)`` delimiters, so it renders inside
@@ -303,7 +305,7 @@ def check_claims(*, seed: int = 0) -> list[ClaimCheck]:
 
     Some checks build ``torch.nn`` layers, which draw from torch's global generator; they run
     inside ``torch.random.fork_rng``, so the caller's global random state is left untouched
-    (as by [make_model][attnscale.make_model] and [train][attnscale.train]).
+    (as by ``attnscale.make_model`` and ``attnscale.train``).
 
     Parameters
     ----------
@@ -328,6 +330,7 @@ def check_claims(*, seed: int = 0) -> list[ClaimCheck]:
     It retrains the article's model, which is too slow for a doctest
     (``tests/test_factcheck.py`` runs it):
 
+    >>> from attnscale._docs.factcheck import check_claims
     >>> checks = check_claims(seed=0)  # doctest: +SKIP
     >>> [c.section for c in checks][:3]  # doctest: +SKIP
     ['1.1', '1.2', '2.1']
