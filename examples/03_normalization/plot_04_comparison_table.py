@@ -89,7 +89,8 @@ print(
 
 # %%
 labels = list(VARIANTS)
-shown = [style.labels(labels)[v] for v in labels]  # display labels, from the site's one table
+display = style.labels(labels)  # display labels, from the site's one table
+shown = [display[v] for v in labels]
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.6), layout="constrained")
 plot_strategy_bars(
     shown,
@@ -114,96 +115,43 @@ print(
 # %%
 # ## The table
 #
-# Static columns describe each technique (FLOPs per head for $n$ queries, $m$ keys, head
-# dimension $d$; the product $QK^\top$ itself costs $2nmd$). The last five columns are measured
-# above: extra parameters at this size, logit standard deviation and entropy at initialisation,
-# entropy and largest logit after weight growth by $g$, and relative cost. The two rows at the end
-# are the generic tools the article's table lists; they do not act on the logits.
+# The descriptive columns come from each strategy class: its extra parameters / FLOPs per head for
+# $n$ queries, $m$ keys, head dimension $d$ and $H$ heads (the product $QK^\top$ itself costs
+# $2nmd$), the models that use it and the papers to cite (`cost`, `used_by` and `citation` on
+# [ScoreScaling][attnscale.ScoreScaling]). The last six columns are measured above: extra parameters
+# at this size, logit standard deviation and entropy at initialisation, entropy and largest logit
+# after weight growth by $g$, and relative cost. The soft-cap is a function rather than a strategy,
+# so its row is written here; the two rows at the end are the generic tools the article's table
+# lists, which do not act on the logits.
 
 # %%
-STATIC = {  # technique, where it acts, core idea, extra params / FLOPs, bounds, used by, refs
-    "none": (
-        "No scaling",
-        "logits",
-        "softmax(q·k)",
-        "0 / 0",
-        "nothing",
-        "T5 (with folded init)",
-        "arXiv:1706.03762",
-    ),
-    "inverse_sqrt": (
-        "1/√d_k",
-        "logits",
-        "Var(q·k) = d_k at init → 1",
-        "0 / nd",
-        "init variance only",
-        "BERT, GPT-2, Llama, most",
-        "arXiv:1706.03762",
-    ),
-    "inverse_d": (
-        "1/d_k (μP)",
-        "logits",
-        "q, k correlate in training: q·k ∝ d_k",
-        "0 / nd",
-        "width growth after training",
-        "μP models (Cerebras-GPT)",
-        "arXiv:2203.03466",
-    ),
-    "learnable_temperature": (
-        "Learnable temperature",
-        "logits",
-        "α_h learned, init 1/√d_k",
-        "H / nd",
-        "nothing",
-        "rare alone; with normalised q, k",
-        "arXiv:2010.04245",
-    ),
-    "qk_layernorm": (
-        "QK-LayerNorm",
-        "q, k per head",
-        "LN(q)·LN(k)/√d_k",
-        "4d / ~8(n+m)d",
-        "|l| ≤ √d_k·gains",
-        "ViT-22B",
-        "arXiv:2302.05442, 2309.14322",
-    ),
-    "qk_rmsnorm": (
-        "QK-RMSNorm",
-        "q, k per head",
-        "RMS(q)·RMS(k)/√d_k",
-        "2d / ~4(n+m)d",
-        "|l| ≤ √d_k·gains",
-        "Gemma 3, Qwen 3, OLMo 2",
-        "arXiv:2302.05442",
-    ),
-    "cosine": (
-        "Cosine + learnable scale",
-        "q, k per head",
-        "s_h·cos(q, k), s init 10, ≤ 100",
-        "H / ~3(n+m)d",
-        "|l| ≤ s ≤ 100",
-        "Swin V2",
-        "arXiv:2111.09883",
-    ),
+DESCRIBE = {  # where it acts, core idea, what it bounds
+    "none": ("logits", "softmax(q·k)", "nothing"),
+    "inverse_sqrt": ("logits", "Var(q·k) = d_k at init → 1", "init variance only"),
+    "inverse_d": ("logits", "q, k correlate in training: q·k ∝ d_k", "width growth after training"),
+    "learnable_temperature": ("logits", "α_h learned, init 1/√d_k", "nothing"),
+    "qk_layernorm": ("q, k per head", "LN(q)·LN(k)/√d_k", "|l| ≤ √d_k·gains"),
+    "qk_rmsnorm": ("q, k per head", "RMS(q)·RMS(k)/√d_k", "|l| ≤ √d_k·gains"),
+    "cosine": ("q, k per head", "s_h·cos(q, k), s init 10, ≤ 100", "|l| ≤ s ≤ 100"),
     "folded_init": (
-        "Folded init (T5)",
         "W_q init",
         "std(W_q) = (d_model·d_k)^-½, no run-time scale",
-        "0 / 0",
         "init variance only",
-        "T5, mT5, Flan-T5",
-        "arXiv:1910.10683",
-    ),
-    "softcap_50": (
-        "Tanh soft-cap (c = 50)",
-        "logits",
-        "c·tanh(l/c) after 1/√d_k",
-        "0 / 3nm",
-        "|l| < c (not entropy)",
-        "Gemma 2 (50), Grok-1 (30)",
-        "arXiv:2408.00118",
     ),
 }
+STATIC = {}
+for name, (acts_on, idea, bounds) in DESCRIBE.items():
+    cls = type(modules[name].strategy)
+    used_by = ", ".join(cls.used_by) or "no model alone"
+    STATIC[name] = (acts_on, idea, cls.cost, bounds, used_by, ", ".join(cls.citation))
+STATIC["softcap_50"] = (
+    "logits",
+    "c·tanh(l/c) after 1/√d_k",
+    "0 / 3nm",
+    "|l| < c (not entropy)",
+    "Gemma 2 (50), Grok-1 (30)",
+    "arXiv:2408.00118",
+)
 headers = [
     "technique",
     "acts on",
@@ -224,6 +172,7 @@ for label, static in STATIC.items():
     m = measured[label]
     rows.append(
         [
+            display[label],
             *static,
             f"{m['params']:.0f}",
             f"{m['std0']:.2f}",

@@ -228,3 +228,20 @@ def make_generator(
     gen = torch.Generator(device=device)
     gen.manual_seed(rng_seed(0 if seed is None else seed))
     return gen
+
+
+def placement(device_: object, dtype: object) -> tuple[torch.device | None, torch.dtype]:
+    """Validated ``device`` and ``dtype`` for new parameters (None: torch's defaults)."""
+    return (
+        None if device_ is None else device(device_),
+        torch.get_default_dtype() if dtype is None else float_dtype(dtype),
+    )
+
+
+def tokens(x: object, name: str, d_model: int, weight: torch.Tensor) -> torch.Tensor:
+    """Check a module input of shape ``(batch, length, d_model)`` against the module's weights."""
+    t = float_tensor(x, name, min_dim=3)
+    if t.dim() != 3 or t.shape[-1] != d_model:
+        raise ValueError(f"{name} must have shape (batch, length, {d_model}), got {tuple(t.shape)}")
+    matches(t, name, weight, "the module's parameters")
+    return t

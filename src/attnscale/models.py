@@ -23,9 +23,7 @@ from .scaling import (
     AttentionResult,
     MultiHeadAttention,
     ScoreScaling,
-    _check_tokens,
-    _placement,
-    _resolve,
+    make_strategy,
     scaled_dot_product_attention,
 )
 
@@ -94,7 +92,7 @@ class SimpleAttentionModel(nn.Module):
         self.d_model = _checks.positive_int(d_model, "d_model")
         self.d_k = _checks.positive_int(d_k, "d_k")
         self.d_v = self.d_k if d_v is None else _checks.positive_int(d_v, "d_v")
-        dev, dt = _placement(device, dtype)
+        dev, dt = _checks.placement(device, dtype)
         _checks.allocation((max(self.d_k, self.d_v), self.d_model), dt, "d_model, d_k or d_v")
         kw: dict[str, object] = {"device": dev, "dtype": dt}
         self.q_proj = nn.Linear(self.d_model, self.d_k, bias=False, **kw)
@@ -102,7 +100,7 @@ class SimpleAttentionModel(nn.Module):
         self.v_proj = nn.Linear(self.d_model, self.d_v, bias=False, **kw)
         self.out_proj = nn.Linear(self.d_v, self.d_model, bias=False, **kw)
         # A strategy object keeps its own dtype unless one is asked for.
-        self.strategy = _resolve(strategy, self.d_k, 1).to(
+        self.strategy = make_strategy(strategy, self.d_k, 1).to(
             device=dev, dtype=None if dtype is None else dt
         )
         self.strategy.init_projections(self.q_proj, self.k_proj)
@@ -132,7 +130,7 @@ class SimpleAttentionModel(nn.Module):
             If ``x`` is not 3-D with width ``d_model``, or is on another device than the
             parameters.
         """
-        _check_tokens(x, "x", self.d_model, self.q_proj.weight)
+        _checks.tokens(x, "x", self.d_model, self.q_proj.weight)
         q = self.q_proj(x).unsqueeze(1)  # (batch, 1, length, d_k)
         k = self.k_proj(x).unsqueeze(1)  # (batch, 1, length, d_k)
         v = self.v_proj(x).unsqueeze(1)  # (batch, 1, length, d_v)
@@ -208,7 +206,7 @@ class AttentionBlock(nn.Module):
         if self.d_model % self.num_heads:
             raise ValueError(f"num_heads={self.num_heads} must divide d_model={self.d_model}")
         hidden = _checks.positive_int(mlp_ratio, "mlp_ratio") * self.d_model
-        dev, dt = _placement(device, dtype)
+        dev, dt = _checks.placement(device, dtype)
         _checks.allocation((hidden, self.d_model), dt, "d_model or mlp_ratio")
         device, dtype = dev, None if dtype is None else dt
         self.ln1 = nn.LayerNorm(self.d_model, device=device, dtype=dtype)
@@ -265,7 +263,7 @@ class AttentionBlock(nn.Module):
             parameters.
         """
         # Checked here, not only in attn: the LayerNorm would fail first, naming no argument.
-        _check_tokens(x, "x", self.d_model, self.attn.q_proj.weight)
+        _checks.tokens(x, "x", self.d_model, self.attn.q_proj.weight)
         res = self.attn(
             self.ln1(x), is_causal=is_causal, need_weights=need_weights, need_logits=need_logits
         )

@@ -117,8 +117,31 @@ def soft_cap(logits: torch.Tensor, cap: float) -> torch.Tensor:
     50.0
     """
     _checks.float_tensor(logits, "logits", min_dim=0)
-    cap = _checks.positive_float(cap, "softcap")
-    return torch.tanh(logits / cap) * cap
+    return _soft_cap(logits, _checks.positive_float(cap, "cap"))
+
+
+def _soft_cap(logits: torch.Tensor, cap: float) -> torch.Tensor:
+    info = torch.finfo(logits.dtype)
+    if info.tiny <= cap <= info.max:
+        return torch.tanh(logits / cap) * cap
+    # The dtype would hold this cap as 0 or inf (then 0/0 or 0*inf = NaN): work in float64.
+    return (torch.tanh(logits.double() / cap) * cap).to(logits.dtype)
+
+
+def _inv_sqrt(n: int) -> float:
+    """``1 / sqrt(n)`` for any positive int, also beyond float range (10**400)."""
+    try:
+        return 1.0 / math.sqrt(n)
+    except OverflowError:
+        return math.exp(-0.5 * math.log(n))
+
+
+def _inv(n: int) -> float:
+    """``1 / n`` for any positive int; 0.0 where it underflows."""
+    try:
+        return 1.0 / n
+    except OverflowError:
+        return math.exp(-math.log(n))
 
 
 # --------------------------------------------------------------------------- strategies
@@ -141,19 +164,45 @@ class ScoreScaling(nn.Module):
     num_heads : int
         Number of heads (sets the shape of per-head parameters).
 
+    Attributes
+    ----------
+    name : str
+        Registry name (a key of [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES]).
+    constant_scale : bool
+        True when the logits are a fixed multiple of the raw $q \cdot k$: no parameters, no
+        normalisation of $q$ or $k$. The trainer's fast path relies on it. A subclass inherits
+        ``True`` only by declaring it again, since overriding ``prepare`` may break it.
+    cost : str
+        Extra parameters / extra FLOPs per head over the plain product, for $n$ queries, $m$ keys,
+        head dimension $d$ and $H$ heads ($QK^\top$ itself costs $2nmd$).
+    used_by : tuple of str
+        Published models that use the technique; each is checked against ``transformers``'
+        model code or the cited paper. Empty when no model uses it alone.
+    citation : tuple of str
+        arXiv identifiers of the technique's paper and of the papers behind ``used_by``.
+
     Raises
     ------
     ValueError, TypeError
         If ``d_k`` or ``num_heads`` is not a positive integer.
     """
 
-    #: Registry name of the strategy.
     name: ClassVar[str] = ""
+    constant_scale: ClassVar[bool] = False
+    cost: ClassVar[str] = ""
+    used_by: ClassVar[tuple[str, ...]] = ()
+    citation: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "constant_scale" not in cls.__dict__:
+            cls.constant_scale = False
 
     def __init__(self, d_k: int, num_heads: int = 1) -> None:
         super().__init__()
         self.d_k = _checks.positive_int(d_k, "d_k")
         self.num_heads = _checks.positive_int(num_heads, "num_heads")
+        _checks.allocation((self.num_heads,), torch.float64, "num_heads")  # per-head scales
 
     def prepare(
         self, query: torch.Tensor, key: torch.Tensor
@@ -181,7 +230,7 @@ class ScoreScaling(nn.Module):
         return torch.full((self.num_heads,), self._fixed_scale())
 
     def _fixed_scale(self) -> float:
-        return 1.0 / math.sqrt(self.d_k)
+        return _inv_sqrt(self.d_k)
 
     def init_projections(self, q_proj: nn.Linear, k_proj: nn.Linear) -> None:
         """Re-initialise the query and key projections if the strategy requires it.
@@ -197,13 +246,15 @@ class NoScale(ScoreScaling):
     r"""No scaling: $\ell = q \cdot k$.
 
     The logit variance grows linearly with $d_k$ (for independent unit-variance components it is
-    exactly $d_k$), so the softmax sharpens as heads get wider. Extra parameters: 0; extra FLOPs: 0.
-    This is the baseline Vaswani et al. (2017, arXiv:1706.03762, §3.2.1) argue against; it is
+    exactly $d_k$), so the softmax sharpens as heads get wider. This is the baseline Vaswani et al. (2017, arXiv:1706.03762, §3.2.1) argue against; it is
     used on purpose only where the scale is folded elsewhere (see
     [FoldedInit][attnscale.FoldedInit]).
     """
 
     name = "none"
+    constant_scale = True
+    cost = "0 / 0"
+    citation = ("arXiv:1706.03762",)
 
     def prepare(
         self, query: torch.Tensor, key: torch.Tensor
@@ -218,18 +269,21 @@ class InverseSqrt(ScoreScaling):
     r"""The standard scale: $\ell = q \cdot k / \sqrt{d_k}$.
 
     For independent components with unit variance, $\mathrm{Var}(q \cdot k) = d_k$, so the scaled
-    logits have unit variance whatever $d_k$. Extra parameters: 0; extra FLOPs: one multiply per
-    query element ($n d_k$ per head) or per logit. Vaswani et al. 2017 (arXiv:1706.03762, §3.2.1).
+    logits have unit variance whatever $d_k$. Vaswani et al. 2017 (arXiv:1706.03762, §3.2.1).
     The default of PyTorch's ``scaled_dot_product_attention`` and ``nn.MultiheadAttention``,
-    FlashAttention's ``softmax_scale``, and almost every Transformer (BERT, GPT-2, Llama).
+    FlashAttention's ``softmax_scale``, and almost every Transformer.
     """
 
     name = "inverse_sqrt"
+    constant_scale = True
+    cost = "0 / nd"
+    used_by = ("BERT", "GPT-2", "Llama")
+    citation = ("arXiv:1706.03762",)
 
     def prepare(
         self, query: torch.Tensor, key: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, float | torch.Tensor]:
-        return query, key, 1.0 / math.sqrt(self.d_k)
+        return query, key, _inv_sqrt(self.d_k)
 
 
 class InverseD(ScoreScaling):
@@ -239,19 +293,22 @@ class InverseD(ScoreScaling):
     are correlated, so $q \cdot k$ grows like $d_k$, not $\sqrt{d_k}$; dividing by $d_k$ keeps the
     logits of order one as width grows, which lets hyperparameters transfer across widths. At
     initialisation (independent $q, k$) it makes logits shrink like $1/\sqrt{d_k}$. At $d_k = 1$ it
-    coincides with [InverseSqrt][attnscale.InverseSqrt]. Extra parameters: 0; extra FLOPs: as
-    $1/\sqrt{d_k}$. Used by μP-parametrised models (e.g. Cerebras-GPT, μTransfer experiments).
+    coincides with [InverseSqrt][attnscale.InverseSqrt].
     """
 
     name = "inverse_d"
+    constant_scale = True
+    cost = "0 / nd"
+    used_by = ("μTransfer GPT-3",)
+    citation = ("arXiv:2203.03466",)
 
     def prepare(
         self, query: torch.Tensor, key: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, float | torch.Tensor]:
-        return query, key, 1.0 / self.d_k
+        return query, key, _inv(self.d_k)
 
     def _fixed_scale(self) -> float:
-        return 1.0 / self.d_k
+        return _inv(self.d_k)
 
 
 class LearnableTemperature(ScoreScaling):
@@ -260,8 +317,7 @@ class LearnableTemperature(ScoreScaling):
     $$\ell = e^{\theta_h}\, q \cdot k,\qquad \theta_h^{(0)} = -\tfrac12 \ln d_k .$$
 
     The scale is stored as its logarithm ``log_scale`` (shape ``(num_heads,)``) so it stays
-    positive; at initialisation the strategy equals [InverseSqrt][attnscale.InverseSqrt]. Extra
-    parameters: one per head; extra FLOPs: as $1/\sqrt{d_k}$ plus one exponential per head. A
+    positive; at initialisation the strategy equals [InverseSqrt][attnscale.InverseSqrt]. A
     learnable temperature is not by itself a bound: training can raise it, and the logits with it.
     Used with normalised $q, k$ in QKNorm (Henry et al. 2020, arXiv:2010.04245) and Swin V2
     (see [CosineScale][attnscale.CosineScale]); plain learnable temperatures appear in
@@ -276,10 +332,12 @@ class LearnableTemperature(ScoreScaling):
     """
 
     name = "learnable_temperature"
+    cost = "H / nd"
+    citation = ("arXiv:2010.04245",)
 
     def __init__(self, d_k: int, num_heads: int = 1, *, init_scale: float | None = None) -> None:
         super().__init__(d_k, num_heads)
-        init = 1.0 / math.sqrt(self.d_k) if init_scale is None else init_scale
+        init = _inv_sqrt(self.d_k) if init_scale is None else init_scale
         init = _checks.positive_float(init, "init_scale")
         self.log_scale = nn.Parameter(torch.full((self.num_heads,), math.log(init)))
 
@@ -312,10 +370,10 @@ class QKLayerNorm(ScoreScaling):
     weights*: this is the fix for attention-logit growth (Dehghani et al. 2023, ViT-22B,
     arXiv:2302.05442; Wortsman et al. 2023, arXiv:2309.14322). The gains $\gamma$ and biases
     $\beta$ (``q_norm`` and ``k_norm``, shape ``(d_k,)``, shared across heads) are learnable, so the
-    bound can still move during training. Extra parameters: $4 d_k$; extra FLOPs: about
-    $8 d_k$ per query and per key (mean, variance, normalise, affine), no extra per logit. Used
-    by ViT-22B, OLMo 2 (RMS variant over the full width), Gemma 3 and Qwen 3 (RMS variant, see
-    [QKRMSNorm][attnscale.QKRMSNorm]). Normalisation runs in at least float32.
+    bound can still move during training. The FLOPs (mean, variance, normalise, affine) are per
+    query and per key, none per logit. Gemma 3 and Qwen 3 use the RMS variant per head
+    ([QKRMSNorm][attnscale.QKRMSNorm]); OLMo 2 uses RMSNorm over the full query and key width
+    (all heads together), which is neither strategy. Normalisation runs in at least float32.
 
     Parameters
     ----------
@@ -326,10 +384,14 @@ class QKLayerNorm(ScoreScaling):
     """
 
     name = "qk_layernorm"
+    cost = "4d / ~8(n+m)d"
+    used_by = ("ViT-22B", "Persimmon")
+    citation = ("arXiv:2302.05442", "arXiv:2309.14322")
 
     def __init__(self, d_k: int, num_heads: int = 1, *, eps: float = 1e-5) -> None:
         super().__init__(d_k, num_heads)
         eps = _checks.positive_float(eps, "eps")
+        _checks.allocation((self.d_k,), torch.float64, "d_k")
         self.q_norm = nn.LayerNorm(self.d_k, eps=eps)
         self.k_norm = nn.LayerNorm(self.d_k, eps=eps)
 
@@ -338,7 +400,7 @@ class QKLayerNorm(ScoreScaling):
     ) -> tuple[torch.Tensor, torch.Tensor, float | torch.Tensor]:
         q = _layer_norm(query, self.q_norm)  # (batch, heads, q_len, d_k)
         k = _layer_norm(key, self.k_norm)  # (batch, heads, k_len, d_k)
-        return q, k, 1.0 / math.sqrt(self.d_k)
+        return q, k, _inv_sqrt(self.d_k)
 
 
 class _RMSNorm(nn.Module):
@@ -368,9 +430,9 @@ class QKRMSNorm(ScoreScaling):
     Like [QKLayerNorm][attnscale.QKLayerNorm] without centring or bias: each normalised vector has
     norm $\sqrt{d_k}$ before the gain, so $|\ell| \le \sqrt{d_k}\,\lVert\gamma_q\rVert_\infty
     \lVert\gamma_k\rVert_\infty$ independently of the projection weights. Gains ``q_norm.weight``
-    and ``k_norm.weight`` (shape ``(d_k,)``, shared across heads) are learnable. Extra parameters:
-    $2 d_k$; extra FLOPs: about $4 d_k$ per query and per key. Used by Gemma 3, Qwen 3 and OLMo 2
-    (the latter over the full width). Normalisation runs in at least float32.
+    and ``k_norm.weight`` (shape ``(d_k,)``, shared across heads) are learnable. OLMo 2 normalises
+    the full query and key width instead (all heads together), which is not this strategy.
+    Normalisation runs in at least float32.
 
     Parameters
     ----------
@@ -381,10 +443,14 @@ class QKRMSNorm(ScoreScaling):
     """
 
     name = "qk_rmsnorm"
+    cost = "2d / ~4(n+m)d"
+    used_by = ("Gemma 3", "Qwen 3")
+    citation = ("arXiv:2503.19786", "arXiv:2505.09388")
 
     def __init__(self, d_k: int, num_heads: int = 1, *, eps: float = 1e-6) -> None:
         super().__init__(d_k, num_heads)
         eps = _checks.positive_float(eps, "eps")
+        _checks.allocation((self.d_k,), torch.float64, "d_k")
         self.q_norm = _RMSNorm(self.d_k, eps)
         self.k_norm = _RMSNorm(self.d_k, eps)
 
@@ -393,7 +459,7 @@ class QKRMSNorm(ScoreScaling):
     ) -> tuple[torch.Tensor, torch.Tensor, float | torch.Tensor]:
         q = self.q_norm(query)  # (batch, heads, q_len, d_k)
         k = self.k_norm(key)  # (batch, heads, k_len, d_k)
-        return q, k, 1.0 / math.sqrt(self.d_k)
+        return q, k, _inv_sqrt(self.d_k)
 
 
 class CosineScale(ScoreScaling):
@@ -409,9 +475,8 @@ class CosineScale(ScoreScaling):
     $\theta$ as ``log_scale`` (shape ``(num_heads,)``). So $|\ell| \le s_h \le s_{\max}$
     always, and the logits do not depend on the norms of $q$ and $k$ at all. (Above the clamp,
     $\theta$ receives no gradient.) QKNorm (Henry et al. 2020, arXiv:2010.04245) is the same
-    idea with a single learnable gain. Extra parameters: one per head; extra FLOPs: about
-    $3 d_k$ per query and per key (two L2 norms and divisions). Used by Swin V2; the Swin V2 model
-    adds a relative position bias, which is not part of this strategy.
+    idea with a single learnable gain. The FLOPs (an L2 norm and a division) are per query
+    and per key. The Swin V2 model adds a relative position bias, which is not part of this strategy.
 
     Parameters
     ----------
@@ -424,6 +489,9 @@ class CosineScale(ScoreScaling):
     """
 
     name = "cosine"
+    cost = "H / ~3(n+m)d"
+    used_by = ("Swin Transformer V2",)
+    citation = ("arXiv:2111.09883", "arXiv:2010.04245")
 
     def __init__(
         self, d_k: int, num_heads: int = 1, *, init_scale: float = 10.0, max_scale: float = 100.0
@@ -460,11 +528,14 @@ class FoldedInit(ScoreScaling):
     initialisation, as with $1/\sqrt{d_k}$ and LeCun init. Unlike a run-time scale, nothing keeps
     it there: the factor lives in the weights and training (or weight decay) can change it.
     [init_projections][attnscale.ScoreScaling.init_projections] applies the init (and zeroes
-    biases; T5 has none); values and output projections keep their default init. Extra
-    parameters: 0; extra FLOPs: 0. Used by T5, mT5, Flan-T5 and UL2.
+    biases; T5 has none); values and output projections keep their default init.
     """
 
     name = "folded_init"
+    constant_scale = True
+    cost = "0 / 0"
+    used_by = ("T5", "mT5")
+    citation = ("arXiv:1910.10683",)
 
     def prepare(
         self, query: torch.Tensor, key: torch.Tensor
@@ -502,13 +573,18 @@ _REGISTRY: dict[str, type[ScoreScaling]] = {
 SCALING_STRATEGIES: tuple[str, ...] = tuple(_REGISTRY)
 
 
-def make_strategy(name: str, d_k: int, num_heads: int = 1) -> ScoreScaling:
-    """Build a score-scaling strategy from its name, with default settings.
+def make_strategy(strategy: str | ScoreScaling, d_k: int, num_heads: int = 1) -> ScoreScaling:
+    """The score-scaling strategy for heads of size ``d_k``: built from a name, or checked.
+
+    Everything that takes a ``strategy=`` argument goes through this function, so a name and a
+    strategy object are accepted (and checked) the same way everywhere.
 
     Parameters
     ----------
-    name : str
-        One of [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES].
+    strategy : str or ScoreScaling
+        One of [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES] (a fresh strategy with default
+        settings), or a strategy object, returned as it is after checking that it was built for
+        these sizes.
     d_k : int
         Head dimension.
     num_heads : int
@@ -517,40 +593,40 @@ def make_strategy(name: str, d_k: int, num_heads: int = 1) -> ScoreScaling:
     Returns
     -------
     ScoreScaling
-        A fresh strategy; learnable ones start at their initial values.
+        The strategy; one built from a name starts at its initial values.
 
     Raises
     ------
     ValueError
-        If ``name`` is unknown or the sizes are not positive integers.
+        If the name is unknown, the sizes are not positive integers, or a strategy object was
+        built for another ``d_k`` or ``num_heads``.
+    TypeError
+        If ``strategy`` is neither a string nor a [ScoreScaling][attnscale.ScoreScaling].
 
     Examples
     --------
     >>> make_strategy("cosine", d_k=64, num_heads=4).effective_scale().shape
     torch.Size([4])
+    >>> make_strategy(InverseD(16), d_k=32)
+    Traceback (most recent call last):
+    ...
+    ValueError: strategy was built for d_k=16, but the head dim is 32
     """
-    name = _checks.one_of(name, "strategy", SCALING_STRATEGIES)
-    return _REGISTRY[name](d_k, num_heads)
-
-
-def _resolve(strategy: str | ScoreScaling, d_k: int, num_heads: int) -> ScoreScaling:
     if isinstance(strategy, ScoreScaling):
-        if strategy.d_k != d_k:
-            raise ValueError(
-                f"strategy was built for d_k={strategy.d_k}, but the head dim is {d_k}"
-            )
-        if strategy.num_heads != num_heads:
-            raise ValueError(
-                f"strategy was built for num_heads={strategy.num_heads}, "
-                f"but there are {num_heads} heads"
-            )
+        for attr, size, what in (("d_k", d_k, "the head dim"), ("num_heads", num_heads, "")):
+            built = getattr(strategy, attr)
+            size = _checks.positive_int(size, attr)
+            if built != size:
+                there = f"{what} is {size}" if what else f"there are {size} heads"
+                raise ValueError(f"strategy was built for {attr}={built}, but {there}")
         return strategy
-    if isinstance(strategy, str):
-        return make_strategy(strategy, d_k, num_heads)
-    raise TypeError(
-        f"strategy must be a name (one of {', '.join(SCALING_STRATEGIES)}) or a ScoreScaling, "
-        f"got {type(strategy).__name__}"
-    )
+    if not isinstance(strategy, str):
+        raise TypeError(
+            f"strategy must be a name (one of {', '.join(SCALING_STRATEGIES)}) or a "
+            f"ScoreScaling, got {type(strategy).__name__}"
+        )
+    name = _checks.one_of(strategy, "strategy", SCALING_STRATEGIES)
+    return _REGISTRY[name](d_k, num_heads)
 
 
 # --------------------------------------------------------------------------- attention
@@ -700,7 +776,7 @@ def scaled_dot_product_attention(
     if not isinstance(is_causal, bool):
         raise TypeError(f"is_causal must be a bool, got {type(is_causal).__name__}")
     mask = _check_mask(attn_mask, (batch, heads, q_len, k_len), query)
-    strat = _resolve(strategy, d_k, heads)
+    strat = make_strategy(strategy, d_k, heads)
 
     if is_causal and mask is not None:
         mask = _merge_causal(mask, q_len, k_len, query.device)
@@ -732,7 +808,7 @@ def scaled_dot_product_attention(
         q = q * alpha  # (batch, heads, q_len, d_k)
     logits = q @ k.transpose(-2, -1)  # (batch, heads, q_len, k_len)
     if softcap is not None:
-        logits = torch.tanh(logits / softcap) * softcap
+        logits = _soft_cap(logits, softcap)
     scores = logits
     if is_causal:
         mask = _merge_causal(None, q_len, k_len, query.device)
@@ -749,25 +825,6 @@ def scaled_dot_product_attention(
         weights = weights.masked_fill(dead, 0.0)
     out = weights @ value  # (batch, heads, q_len, d_v)
     return AttentionResult(out, weights if need_weights else None, logits if need_logits else None)
-
-
-def _placement(
-    device: torch.device | str | None, dtype: torch.dtype | None
-) -> tuple[torch.device | None, torch.dtype]:
-    """Validated ``device`` and ``dtype`` for new parameters (None: torch's defaults)."""
-    return (
-        None if device is None else _checks.device(device),
-        torch.get_default_dtype() if dtype is None else _checks.float_dtype(dtype),
-    )
-
-
-def _check_tokens(x: object, name: str, d_model: int, weight: torch.Tensor) -> torch.Tensor:
-    """Check a module input of shape ``(batch, length, d_model)`` against the module's weights."""
-    t = _checks.float_tensor(x, name, min_dim=3)
-    if t.dim() != 3 or t.shape[-1] != d_model:
-        raise ValueError(f"{name} must have shape (batch, length, {d_model}), got {tuple(t.shape)}")
-    _checks.matches(t, name, weight, "the module's parameters")
-    return t
 
 
 class MultiHeadAttention(nn.Module):
@@ -846,7 +903,7 @@ class MultiHeadAttention(nn.Module):
         self.head_dim = _checks.positive_int(head_dim, "head_dim")
         self.softcap = None if softcap is None else _checks.positive_float(softcap, "softcap")
         inner = self.num_heads * self.head_dim
-        dev, dt = _placement(device, dtype)
+        dev, dt = _checks.placement(device, dtype)
         _checks.allocation((inner, self.d_model), dt, "d_model, num_heads or head_dim")
         kw: dict[str, object] = {"device": dev, "dtype": dt}
         self.q_proj = nn.Linear(self.d_model, inner, bias=bias, **kw)
@@ -854,7 +911,7 @@ class MultiHeadAttention(nn.Module):
         self.v_proj = nn.Linear(self.d_model, inner, bias=bias, **kw)
         self.out_proj = nn.Linear(inner, self.d_model, bias=bias, **kw)
         # A strategy object keeps its own dtype unless one is asked for.
-        self.strategy = _resolve(strategy, self.head_dim, self.num_heads).to(
+        self.strategy = make_strategy(strategy, self.head_dim, self.num_heads).to(
             device=dev, dtype=None if dtype is None else dt
         )
         self.strategy.init_projections(self.q_proj, self.k_proj)
@@ -894,7 +951,7 @@ class MultiHeadAttention(nn.Module):
         """
         key = query if key is None else key
         for name, t in (("query", query), ("key", key)):
-            _check_tokens(t, name, self.d_model, self.q_proj.weight)
+            _checks.tokens(t, name, self.d_model, self.q_proj.weight)
         return self._split(self.q_proj(query)), self._split(self.k_proj(key))
 
     def forward(
@@ -945,7 +1002,7 @@ class MultiHeadAttention(nn.Module):
         key = query if key is None else key
         value = key if value is None else value
         for name, t in (("query", query), ("key", key), ("value", value)):
-            _check_tokens(t, name, self.d_model, self.q_proj.weight)
+            _checks.tokens(t, name, self.d_model, self.q_proj.weight)
         if key.shape[:2] != value.shape[:2] or key.shape[0] != query.shape[0]:
             raise ValueError(
                 "query, key and value must share the batch size and key/value the length, got "

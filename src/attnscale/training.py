@@ -39,10 +39,6 @@ from . import _checks
 from .models import MODELS, SimpleAttentionModel, make_model
 from .scaling import (
     SCALING_STRATEGIES,
-    FoldedInit,
-    InverseD,
-    InverseSqrt,
-    NoScale,
     ScoreScaling,
 )
 
@@ -632,12 +628,10 @@ class _VmapStack(_Stack):
 
 
 _SIMPLE_WEIGHTS = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight")
-# Strategies whose logits are a constant times q . k (the constant may differ between them).
-_CONSTANT_SCALE = (NoScale, InverseSqrt, InverseD, FoldedInit)
 
 
 class _SimpleStack(_Stack):
-    """SimpleAttentionModels whose logits are a constant times q . k (strategies in _CONSTANT_SCALE).
+    """SimpleAttentionModels whose logits are a constant times q . k (``strategy.constant_scale``).
 
     The constant may differ from model to model, so models of several such strategies share one
     stack. The computation is the module's, written with batched matrix products over the model
@@ -662,7 +656,7 @@ class _SimpleStack(_Stack):
 
     @staticmethod
     def supports(model: nn.Module) -> bool:
-        return type(model) is SimpleAttentionModel and type(model.strategy) in _CONSTANT_SCALE
+        return type(model) is SimpleAttentionModel and model.strategy.constant_scale
 
     def forward(
         self, x: torch.Tensor, y: torch.Tensor
@@ -709,21 +703,36 @@ def _attention_stats(w: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.T
 
 def _as_tuple(value: object, name: str) -> tuple[object, ...]:
     """One value or a sequence, tensor or array of them (at most one-dimensional), as a tuple."""
-    if isinstance(value, (str, numbers.Number)):
+    if isinstance(value, np.floating | np.ndarray | torch.Tensor):
+        value = _as_python(value, name)
+    if isinstance(value, str | numbers.Number):
         return (value,)
-    if isinstance(value, (torch.Tensor, np.ndarray)):
-        if value.ndim > 1:
-            raise ValueError(
-                f"{name} must be a value or a one-dimensional sequence, got shape "
-                f"{tuple(value.shape)}"
-            )
-        value = value.reshape(-1).tolist()  # Python numbers; a 0-d tensor gives one
     if isinstance(value, Sequence):
-        out = tuple(value)
+        out = tuple(_as_python(v, name) if isinstance(v, np.floating) else v for v in value)
         if not out:
             raise ValueError(f"{name} must not be empty")
         return out
     raise TypeError(f"{name} must be a value or a sequence of values, got {type(value).__name__}")
+
+
+def _as_python(value: np.floating | np.ndarray | torch.Tensor, name: str) -> object:
+    """Python numbers from a numpy scalar, array or tensor (at most one-dimensional).
+
+    A float32 1e-3 is 0.0010000000474974513 as a Python float; the value recorded is the number
+    the caller wrote, the shortest decimal that rounds to it in its own dtype.
+    """
+    if isinstance(value, torch.Tensor) and value.dtype in (torch.float16, torch.float32):
+        value = value.detach().cpu().numpy()
+    if value.ndim > 1:
+        raise ValueError(
+            f"{name} must be a value or a one-dimensional sequence, got shape {tuple(value.shape)}"
+        )
+    if isinstance(value, torch.Tensor):
+        return value.reshape(-1).tolist()
+    if value.dtype in (np.float16, np.float32):
+        flat = [float(str(v)) for v in np.asarray(value).reshape(-1)]
+        return flat[0] if isinstance(value, np.floating) else flat
+    return value.tolist() if isinstance(value, np.floating) else value.reshape(-1).tolist()
 
 
 def train(

@@ -1,0 +1,56 @@
+"""The API reference documents each public name once, at its one public path, and nothing private.
+
+Read from the built site's ``objects.inv`` (the inventory mkdocstrings writes), as griffe's own
+``test_single_locations`` does. Run by ``nox -s browser`` after ``nox -s docs``.
+"""
+
+from __future__ import annotations
+
+import ast
+import zlib
+from pathlib import Path
+
+ROOT = Path(__file__).parents[2]
+INVENTORY = ROOT / "site" / "objects.inv"
+
+
+def _inventory() -> dict[str, str]:
+    """Documented Python objects: name -> page."""
+    raw = INVENTORY.read_bytes()
+    body = raw.split(b"\n", 4)[4]  # four header lines, then zlib
+    entries = {}
+    for line in zlib.decompress(body).decode().splitlines():
+        name, domain_role, _prio, uri, *_ = line.split(" ")
+        if domain_role.startswith("py:"):
+            entries[name] = uri
+    return entries
+
+
+def _public_names() -> list[str]:
+    tree = ast.parse((ROOT / "src" / "attnscale" / "__init__.py").read_text())
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__":
+            return [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
+    raise AssertionError("attnscale/__init__.py has no __all__")
+
+
+def test_every_public_name_is_documented_at_one_path() -> None:
+    documented = _inventory()
+    for name in _public_names():
+        assert f"attnscale.{name}" in documented, f"attnscale.{name} is not in the API reference"
+    tops = {n.split(".")[1] for n in documented if n.count(".") == 1}
+    for name in _public_names():
+        others = [
+            n
+            for n in documented
+            if n.endswith(f".{name}")
+            and n != f"attnscale.{name}"
+            and n.count(".") == 2
+            and n.split(".")[1] not in tops
+        ]
+        assert not others, f"{name} is documented twice: attnscale.{name} and {others}"
+
+
+def test_no_site_helper_in_the_api_reference() -> None:
+    private = [n for n in _inventory() if "._" in n and not n.split(".")[-1].startswith("__")]
+    assert not private, f"private names in the API reference: {private[:10]}"
