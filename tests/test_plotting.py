@@ -104,6 +104,14 @@ def test_every_strategy_has_one_colour_and_one_label() -> None:
     assert not any("_" in label.replace("\\", "") for label in labels if "$" not in label)
 
 
+def test_text_labels_have_no_mathtext_and_stay_distinct() -> None:
+    names = [*style.STRATEGIES, *style.VARIANTS]
+    text = style.text_labels(names)
+    assert not any(c in label for label in text.values() for c in "$\\{}")
+    assert len(set(text.values())) == len(names)
+    assert text["inverse_sqrt"] == "1/√d_k" and text["none"] == style.labels(["none"])["none"]
+
+
 def test_style_file_applies() -> None:
     style.use_style()
     cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]

@@ -172,7 +172,7 @@ for label, static in STATIC.items():
     m = measured[label]
     rows.append(
         [
-            display[label],
+            style.text_labels([label])[label],
             *static,
             f"{m['params']:.0f}",
             f"{m['std0']:.2f}",

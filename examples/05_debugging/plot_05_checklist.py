@@ -32,7 +32,7 @@ linked to the page that demonstrates it.
 # 7. **Anything measured at all?** `no-attention` is a warning: the report cannot vouch for
 #    attention it never saw (a custom kernel, or the wrong model passed to the monitor). The
 #    [real-architectures page](plot_06_real_architectures.md) shows what a full report looks
-#    like on sixteen `transformers` families.
+#    like on each `transformers` family the test suite builds.
 #
 # A `scale-mismatch` is a warning whatever the size of the logits. It is `info` only for a scale
 # the monitor can tell is deliberate: T5's scale folded into the initialisation, or a scale you

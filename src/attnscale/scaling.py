@@ -26,8 +26,8 @@ Public API
   [LearnableTemperature][attnscale.LearnableTemperature] ``"learnable_temperature"``,
   [QKLayerNorm][attnscale.QKLayerNorm] ``"qk_layernorm"``, [QKRMSNorm][attnscale.QKRMSNorm]
   ``"qk_rmsnorm"``, [CosineScale][attnscale.CosineScale] ``"cosine"`` and
-  [FoldedInit][attnscale.FoldedInit] ``"folded_init"``; build one by name with
-  [make_strategy][attnscale.make_strategy]; all names are in
+  [FoldedInit][attnscale.FoldedInit] ``"folded_init"``; build one by name (or check one built
+  by hand) with [make_strategy][attnscale.make_strategy]; all names are in
   [SCALING_STRATEGIES][attnscale.SCALING_STRATEGIES].
 - [soft_cap][attnscale.soft_cap]: the tanh soft-cap, composable with every strategy through the
   ``softcap`` argument.
@@ -195,6 +195,7 @@ class ScoreScaling(nn.Module):
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
+        # Not inherited: a subclass that overrides prepare() may no longer scale q . k linearly.
         if "constant_scale" not in cls.__dict__:
             cls.constant_scale = False
 
@@ -246,9 +247,9 @@ class NoScale(ScoreScaling):
     r"""No scaling: $\ell = q \cdot k$.
 
     The logit variance grows linearly with $d_k$ (for independent unit-variance components it is
-    exactly $d_k$), so the softmax sharpens as heads get wider. This is the baseline Vaswani et al. (2017, arXiv:1706.03762, §3.2.1) argue against; it is
-    used on purpose only where the scale is folded elsewhere (see
-    [FoldedInit][attnscale.FoldedInit]).
+    exactly $d_k$), so the softmax sharpens as heads get wider. This is the baseline Vaswani et
+    al. (2017, arXiv:1706.03762, §3.2.1) argue against; it is used on purpose only where the scale
+    is folded elsewhere (see [FoldedInit][attnscale.FoldedInit]).
     """
 
     name = "none"
@@ -476,7 +477,8 @@ class CosineScale(ScoreScaling):
     always, and the logits do not depend on the norms of $q$ and $k$ at all. (Above the clamp,
     $\theta$ receives no gradient.) QKNorm (Henry et al. 2020, arXiv:2010.04245) is the same
     idea with a single learnable gain. The FLOPs (an L2 norm and a division) are per query
-    and per key. The Swin V2 model adds a relative position bias, which is not part of this strategy.
+    and per key. The Swin V2 model adds a relative position bias, which is not part of this
+    strategy.
 
     Parameters
     ----------

@@ -15,13 +15,18 @@ INVENTORY = ROOT / "site" / "objects.inv"
 
 
 def _inventory() -> dict[str, str]:
-    """Documented Python objects: name -> page."""
+    """Documented Python objects: name -> page.
+
+    Only priority-1 entries: mkdocstrings also lists each object's canonical path (e.g.
+    ``attnscale.sampling.DISTRIBUTIONS``) at priority 2, pointing at the same anchor; that is
+    an alias of the one documented location, not a second one.
+    """
     raw = INVENTORY.read_bytes()
     body = raw.split(b"\n", 4)[4]  # four header lines, then zlib
     entries = {}
     for line in zlib.decompress(body).decode().splitlines():
-        name, domain_role, _prio, uri, *_ = line.split(" ")
-        if domain_role.startswith("py:"):
+        name, domain_role, prio, uri, *_ = line.split(" ")
+        if domain_role.startswith("py:") and prio == "1":
             entries[name] = uri
     return entries
 

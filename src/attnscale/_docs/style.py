@@ -21,6 +21,7 @@ __all__ = [
     "colours",
     "labels",
     "strategy_kwargs",
+    "text_labels",
     "use_style",
 ]
 
@@ -69,6 +70,20 @@ def _looks(names: Iterable[str]) -> dict[str, StrategyLook]:
 def labels(names: Iterable[str]) -> dict[str, str]:
     """Display labels of the strategies and variants among ``names``, by name."""
     return {n: look.label for n, look in _looks(names).items()}
+
+
+# matplotlib mathtext in the labels, as plain Unicode for HTML tables and printed text.
+_MATHTEXT = {"$": "", "\\sqrt{d_k}": "√d_k", "\\tau": "τ"}
+
+
+def text_labels(names: Iterable[str]) -> dict[str, str]:
+    """The same labels as [labels][attnscale._docs.style.labels], without mathtext."""
+    out = labels(names)
+    for name, label in out.items():
+        for tex, text in _MATHTEXT.items():
+            label = label.replace(tex, text)
+        out[name] = label
+    return out
 
 
 def colours(names: Iterable[str]) -> dict[str, str]:
