@@ -62,8 +62,15 @@ def _sequential(
             idx = perm[start : start + BATCH]
             opt.zero_grad()
             res = net(x[idx], need_weights=True, need_logits=True)
+            res.logits.retain_grad()
             loss = nn.functional.mse_loss(res.output, y[idx])
             loss.backward()
+            g = res.logits.grad  # dL/d(softmax input), (batch, heads, L, L)
+            rows = np.percentile(g.norm(dim=-1).flatten().numpy(), [10, 50, 90])
+            rec["logit_grad_norm"].append(float(g.norm()))
+            rec["logit_grad_row_p10"].append(float(rows[0]))
+            rec["logit_grad_row_median"].append(float(rows[1]))
+            rec["logit_grad_row_p90"].append(float(rows[2]))
             sq = {"q": 0.0, "k": 0.0, "other": 0.0}
             for name, p in net.named_parameters():
                 if p.grad is not None:

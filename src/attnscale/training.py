@@ -54,6 +54,10 @@ METRICS: tuple[str, ...] = (
     "grad_norm_q",
     "grad_norm_k",
     "grad_norm_other",
+    "logit_grad_norm",
+    "logit_grad_row_median",
+    "logit_grad_row_p10",
+    "logit_grad_row_p90",
     "entropy",
     "normalized_entropy",
     "max_probability",
@@ -274,7 +278,16 @@ class TrainingResult:
         Mean squared error on the mini-batch.
     grad_norm, grad_norm_q, grad_norm_k, grad_norm_other : Tensor
         Euclidean norm of the gradient: all parameters, the query projection, the key projection,
-        and everything else (values, output, strategy, MLP, norms).
+        and everything else (values, output, strategy, MLP, norms). Their size carries the
+        strategy's multiplier: without $1/\sqrt{d_k}$ the query and key gradients lack that
+        factor, whatever the softmax does.
+    logit_grad_norm : Tensor
+        Euclidean norm of $\partial L / \partial \ell$, the gradient of the loss with respect
+        to the softmax input (the scaled, capped logits) over the whole mini-batch: the gradient
+        that the softmax lets through, which saturation shrinks.
+    logit_grad_row_median, logit_grad_row_p10, logit_grad_row_p90 : Tensor
+        Median, 10th and 90th percentile over query rows (all batch elements, heads and
+        positions) of each row's $\lVert \partial L / \partial \ell_{\text{row}} \rVert$.
     entropy, normalized_entropy : Tensor
         Attention entropy $-\sum_j p_j \ln p_j$ in nats, and divided by its maximum $\ln L$
         (0 for one-token sequences, where attention has no choice).
@@ -317,6 +330,10 @@ class TrainingResult:
     grad_norm_q: torch.Tensor
     grad_norm_k: torch.Tensor
     grad_norm_other: torch.Tensor
+    logit_grad_norm: torch.Tensor
+    logit_grad_row_median: torch.Tensor
+    logit_grad_row_p10: torch.Tensor
+    logit_grad_row_p90: torch.Tensor
     entropy: torch.Tensor
     normalized_entropy: torch.Tensor
     max_probability: torch.Tensor
@@ -532,21 +549,26 @@ class _Stack:
 
         Returns the step's metrics as ``(len(METRICS), models)``, in the order of METRICS.
         """
-        for p in self.params.values():
-            p.grad = None
         loss, w, logits, scale = self.forward(x, y)
-        loss.sum().backward()  # type: ignore[no-untyped-call]
+        # One backward pass for the weights and the softmax input: the sum over models leaves
+        # each model's gradients those of its own loss.
+        params = list(self.params.values())
+        *grads, logit_grad = torch.autograd.grad(
+            loss.sum(), [*params, logits], allow_unused=True
+        )
         with torch.no_grad():
             sq = {name: torch.zeros_like(loss) for name in ("q", "k", "other")}
-            for k, p in self.params.items():
-                if p.grad is not None:
-                    sq[self.groups[k]] += p.grad.flatten(1).square().sum(1)
+            for (k, p), g in zip(self.params.items(), grads, strict=True):
+                p.grad = g
+                if g is not None:
+                    sq[self.groups[k]] += g.flatten(1).square().sum(1)
             metrics = {
                 "loss": loss.detach(),
                 "grad_norm": (sq["q"] + sq["k"] + sq["other"]).sqrt(),
                 "grad_norm_q": sq["q"].sqrt(),
                 "grad_norm_k": sq["k"].sqrt(),
                 "grad_norm_other": sq["other"].sqrt(),
+                **_logit_grad_stats(logit_grad),
                 **_attention_stats(w, logits),
                 "scale": scale.detach().expand_as(loss),
             }
@@ -671,17 +693,34 @@ class _SimpleStack(_Stack):
         )  # (models, batch, length, d)
         # Scale the query before the product, as the library's attention does.
         logits = (q * self.scale.view(-1, 1, 1, 1)) @ k.transpose(-2, -1)  # (models, batch, L, L)
-        w = torch.softmax(logits, dim=-1)  # (models, batch, L, L)
-        heads = (w @ v).view(models, batch * length, self.d_v)
+        # The heads dimension (1) is added before the softmax, so that the logits returned are
+        # the tensor the loss depends on (the trainer takes the loss's gradient with respect
+        # to them).
+        logits = logits.unsqueeze(2)  # (models, batch, 1, L, L)
+        w = torch.softmax(logits, dim=-1)  # (models, batch, 1, L, L)
+        heads = (w.squeeze(2) @ v).view(models, batch * length, self.d_v)
         out = torch.bmm(heads, w_o.transpose(1, 2))  # (models, batch * length, d_model)
         loss = (out - y.reshape(out.shape)).square().mean((1, 2))  # (models,)
-        return loss, w.unsqueeze(2), logits.unsqueeze(2), self.scale  # heads dim: 1
+        return loss, w, logits, self.scale
 
     def states(self) -> list[dict[str, torch.Tensor]]:
         return [
             {k: v[i].detach().cpu().clone() for k, v in self.params.items()}
             for i in range(self.lrs.shape[0])
         ]
+
+
+def _logit_grad_stats(grad: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Norms of dL/dlogits ``(models, batch, heads, q_len, k_len)``: whole step and per row."""
+    models = grad.shape[0]
+    rows = grad.norm(dim=-1).reshape(models, -1)  # (models, rows)
+    q = torch.quantile(rows, torch.tensor([0.1, 0.5, 0.9], device=grad.device), dim=1)
+    return {
+        "logit_grad_norm": grad.reshape(models, -1).norm(dim=1),
+        "logit_grad_row_median": q[1],
+        "logit_grad_row_p10": q[0],
+        "logit_grad_row_p90": q[2],
+    }
 
 
 def _attention_stats(w: torch.Tensor, logits: torch.Tensor) -> dict[str, torch.Tensor]:
