@@ -553,9 +553,7 @@ class _Stack:
         # One backward pass for the weights and the softmax input: the sum over models leaves
         # each model's gradients those of its own loss.
         params = list(self.params.values())
-        *grads, logit_grad = torch.autograd.grad(
-            loss.sum(), [*params, logits], allow_unused=True
-        )
+        *grads, logit_grad = torch.autograd.grad(loss.sum(), [*params, logits], allow_unused=True)
         with torch.no_grad():
             sq = {name: torch.zeros_like(loss) for name in ("q", "k", "other")}
             for (k, p), g in zip(self.params.items(), grads, strict=True):
