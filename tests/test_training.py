@@ -17,6 +17,7 @@ from attnscale import (
     AttentionBlock,
     SimpleAttentionModel,
     TrainingConfig,
+    TrainingResult,
     make_model,
     make_task,
     train,
@@ -432,3 +433,38 @@ def test_progress_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert "epoch 2/2" in capsys.readouterr().err
     train("mean", epochs=2, num_samples=4, d_model=8, d_k=4)  # not a TTY: quiet
     assert capsys.readouterr().err == ""
+
+
+def _logit_change(res: TrainingResult, i: int, x: torch.Tensor) -> float:
+    """How far model i's logits on ``x`` moved from its initial weights during training."""
+    kw = {"d_model": res.config.d_model, "d_k": res.config.d_k, "seed": res.seeds[i]}
+    start = make_model("simple", strategy=res.strategies[i], **kw)
+    end = make_model("simple", strategy=res.strategies[i], **kw)
+    end.load_state_dict(res.state_dict(i))
+    with torch.no_grad():
+        return float((end(x, need_logits=True).logits - start(x, need_logits=True).logits).norm())
+
+
+@pytest.mark.parametrize("steps", [1, 10])
+def test_removing_the_scale_acts_as_a_sqrt_dk_larger_learning_rate(steps: int) -> None:
+    """Under Adam the logits of "none" at lr/sqrt(d_k) move as far as those of 1/sqrt(d_k) at lr.
+
+    Adam moves every weight by about lr whatever the gradient's size (exactly lr * sign(g) on the
+    first step), so a fixed multiplier on the logits also multiplies how fast they move: at the
+    same lr the unscaled logits move sqrt(d_k) times as far. Measured on the mean task, where the
+    relation still holds after ten steps, over three seeds.
+    """
+    d_k, lr, seeds = 64, 1e-3, [0, 1, 2]
+    sizes = {"d_model": 64, "d_k": d_k, "num_samples": 32 * steps, "test_samples": 8}
+    common = {"seeds": seeds, "batch_size": 32, "epochs": 1, **sizes}
+    scaled = train("mean", strategies="inverse_sqrt", lrs=lr, **common)
+    unscaled = train("mean", strategies="none", lrs=[lr / math.sqrt(d_k), lr], **common)
+    x = torch.randn(64, 8, 64, generator=torch.Generator().manual_seed(123))
+    for j in range(len(seeds)):
+        ref = _logit_change(scaled, j, x)
+        slow = _logit_change(unscaled, j, x) / ref  # none at lr / sqrt(d_k)
+        fast = _logit_change(unscaled, len(seeds) + j, x) / ref  # none at the same lr
+        assert slow == pytest.approx(1.0, abs=0.15)
+        if steps == 1:
+            assert fast == pytest.approx(math.sqrt(d_k), rel=0.1)
+        assert fast > 5 * slow
