@@ -1,0 +1,261 @@
+r"""
+# The scale is also a learning rate: Adam and fixed logit multipliers
+
+The strategies $1/\sqrt{d_k}$, $1/d_k$, "no scale" and T5's folded init all compute
+$\ell = \alpha\, q \cdot k$ with a fixed $\alpha$. It is tempting to say they differ only in the
+logits they start from. Under Adam that is false, and this page measures why.
+
+Adam moves each weight by about the learning rate $\eta$, whatever the size of its gradient: its
+step is $\eta\, \hat m / (\sqrt{\hat v} + \epsilon)$, and on the first step exactly
+$\eta \operatorname{sign}(g)$. A change $\Delta W_q$ of size $\eta$ changes the logits by about
+$\alpha\, \Delta q \cdot k$, so $\alpha$ multiplies how fast the logits move as well as where
+they start. Dropping $1/\sqrt{d_k}$ therefore acts, for the logits, like a $\sqrt{d_k}$-times
+larger learning rate. This is the argument of μP (Yang et al. 2022, Tensor Programs V), which
+sets the attention multiplier and the learning rates together. It touches only the query and key
+weights: the value and output weights see the same $\eta$ under every strategy.
+"""
+
+# %%
+import math
+
+import matplotlib.pyplot as plt
+import torch
+
+import attnscale
+from attnscale._docs import style
+from attnscale._docs.tables import Table
+from attnscale.plotting import plot_seed_bands
+
+style.use_style()
+
+SEEDS = [0, 1, 2]
+D_K = 64  # sqrt(d_k) = 8
+D_MODEL = 32
+SEQ_LEN = 8
+LR = 1e-3
+STEPS = 30
+FIXED = ["none", "inverse_sqrt", "inverse_d", "folded_init"]  # the fixed-scale strategies
+LRS = [1e-3 * 10 ** (k / 2) for k in range(5)]  # 1e-3 to 1e-1, half a decade apart
+SWEEP = {"num_samples": 256, "batch_size": 32, "epochs": 20}  # 160 Adam steps
+
+# %%
+# ## How far the logits move in the first steps
+#
+# Three settings per seed, each trained with plain `torch.optim.Adam` on the mean task of
+# [make_task][attnscale.make_task]: $1/\sqrt{d_k}$ at $\eta$, no scale at the same $\eta$, and
+# no scale at $\eta/\sqrt{d_k}$. After every step we measure how far the logits of a fixed probe
+# batch have moved from their initial values, $\lVert \ell_t - \ell_0 \rVert$.
+
+# %%
+SETTINGS = {  # label: (strategy, learning rate)
+    "inverse_sqrt": ("inverse_sqrt", LR),
+    "none": ("none", LR),
+    "none at η/√d_k": ("none", LR / math.sqrt(D_K)),
+}
+probe = torch.randn(64, SEQ_LEN, D_MODEL, generator=torch.Generator().manual_seed(1234))
+
+
+def logit_path(strategy: str, lr: float, seed: int) -> list[float]:
+    """||logits_t - logits_0|| on the probe batch after each of STEPS Adam steps."""
+    gen = torch.Generator().manual_seed(seed)
+    x, y = attnscale.make_task("mean", 32 * STEPS, SEQ_LEN, D_MODEL, generator=gen)
+    model = attnscale.make_model("simple", d_model=D_MODEL, d_k=D_K, strategy=strategy, seed=seed)
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    with torch.no_grad():
+        start = model(probe, need_logits=True).logits
+    path = []
+    for step in range(STEPS):
+        batch = slice(32 * step, 32 * (step + 1))
+        opt.zero_grad()
+        torch.nn.functional.mse_loss(model(x[batch]).output, y[batch]).backward()
+        opt.step()
+        with torch.no_grad():
+            path.append(float((model(probe, need_logits=True).logits - start).norm()))
+    return path
+
+
+paths = {
+    label: torch.tensor([logit_path(strategy, lr, s) for s in SEEDS])
+    for label, (strategy, lr) in SETTINGS.items()
+}
+ref = paths["inverse_sqrt"]
+for label in ("none", "none at η/√d_k"):
+    ratio = paths[label] / ref
+    print(
+        f"{label:15s}: logits moved {ratio[:, 0].mean():.2f}x as far as 1/√d_k's after step 1, "
+        f"{ratio[:, -1].mean():.2f}x after step {STEPS} (seeds {ratio[:, -1].min():.2f} to "
+        f"{ratio[:, -1].max():.2f}); √d_k = {math.sqrt(D_K):g}"
+    )
+
+# %%
+colors = style.colours(["inverse_sqrt", "none"]) | {"none at η/√d_k": "#332288"}
+labels = {
+    "inverse_sqrt": "1/√d_k at η",
+    "none": "no scale at η",
+    "none at η/√d_k": "no scale at η/√d_k",
+}
+fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+plot_seed_bands(
+    paths,
+    ax=ax,
+    xlabel="Adam step",
+    ylabel="‖logits − initial logits‖",
+    logy=True,
+    colors=colors,
+    labels=labels,
+)
+ax.set_title(f"Mean task, d_k = {D_K}, η = {LR:g}: seeds as bands")
+plt.show()
+
+# %%
+# The printed ratios are the mechanism. At the same learning rate the unscaled logits move about
+# $\sqrt{d_k}$ times as far as the scaled ones from the first step on; at $\eta/\sqrt{d_k}$ they
+# move about as far. So "no scale" and $1/\sqrt{d_k}$ compared at one learning rate are not two
+# scales at one speed: the unscaled model's logits also run $\sqrt{d_k}$ times faster.
+#
+# ## Loss against learning rate, for every fixed scale
+#
+# If the multiplier were only an initial condition, all four fixed-scale strategies would share
+# one best learning rate. We sweep five learning rates, half a decade apart, on two tasks:
+# the mean task, which needs uniform attention, and the article's reconstruction task, which
+# rewards one-hot attention. [train][attnscale.train] runs all strategies, learning rates and
+# seeds of a task in one batched pass.
+
+# %%
+sweeps = {
+    task: attnscale.train(
+        task,
+        strategies=FIXED,
+        lrs=LRS,
+        seeds=SEEDS,
+        d_model=D_MODEL,
+        d_k=D_K,
+        d_v=D_MODEL,
+        seq_len=SEQ_LEN,
+        test_samples=64,
+        num_threads=1,
+        **SWEEP,
+    )
+    for task in ("mean", "reconstruction")
+}
+print(
+    "sweep time: "
+    + ", ".join(
+        f"{task} {res.seconds:.1f} s ({res.num_models} models)" for task, res in sweeps.items()
+    )
+)
+
+
+def loss_grid(res: attnscale.TrainingResult, strategy: str) -> torch.Tensor:
+    """Final training loss, shape (seeds, learning rates)."""
+    return torch.stack(
+        [res.final_train_loss[res.select(strategy=strategy, lr=lr)] for lr in LRS], dim=1
+    )
+
+
+fig, axes = plt.subplots(1, 2, figsize=(7, 3.2), layout="constrained", sharex=True)
+for ax, (task, res) in zip(axes, sweeps.items(), strict=True):
+    plot_seed_bands(
+        {name: loss_grid(res, name) for name in FIXED},
+        x=LRS,
+        ax=ax,
+        xlabel="learning rate η",
+        ylabel="final training loss",
+        logx=True,
+        logy=True,
+        markers=True,
+        legend=ax is axes[0],
+        **style.strategy_kwargs(),
+    )
+    ax.set_title(task)
+fig.suptitle(f"Loss after {res.steps_per_epoch * SWEEP['epochs']} Adam steps, d_k = {D_K}")
+plt.show()
+
+# %%
+# ## Best learning rate and where each strategy breaks down
+#
+# For each strategy: the learning rate with the lowest mean final loss, and the largest learning
+# rate at which every seed still ends at least ten times below the loss of its smallest learning
+# rate (a run that blew up or froze does not). The last column divides the unscaled model's
+# value by the strategy's.
+
+# %%
+rows = []
+for task, res in sweeps.items():
+    best, edge = {}, {}
+    for name in FIXED:
+        grid = loss_grid(res, name)
+        best[name] = LRS[int(grid.mean(0).argmin())]
+        ok = (grid < grid[:, :1] / 10).all(0)
+        edge[name] = max((lr for lr, good in zip(LRS, ok.tolist(), strict=True) if good), default=0)
+    for name in FIXED:
+        shift = best[name] / best["none"]
+        edge_shift = edge[name] / edge["none"] if edge["none"] else float("nan")
+        rows.append(
+            [
+                task,
+                style.text_labels([name])[name],
+                f"{best[name]:.1e}",
+                f"{edge[name]:.1e}",
+                f"{shift:.2g}",
+                f"{edge_shift:.2g}",
+            ]
+        )
+Table(
+    [
+        "task",
+        "strategy",
+        "best η",
+        "largest good η",
+        "best η / best η of no scale",
+        "largest good η / that of no scale",
+    ],
+    rows,
+)
+
+# %%
+# The printed lines below compare the measured shifts with $\sqrt{d_k}$.
+
+# %%
+for task, res in sweeps.items():
+    grids = {name: loss_grid(res, name).mean(0) for name in FIXED}
+    best = {name: LRS[int(g.argmin())] for name, g in grids.items()}
+    shift = best["inverse_sqrt"] / best["none"]
+    print(
+        f"{task}: best η of 1/√d_k / best η of no scale = {shift:.2g} (√d_k = {math.sqrt(D_K):g}, "
+        f"grid step {math.sqrt(10):.2g})"
+    )
+    big = [lr for lr in LRS if lr > best["none"]]
+    folded_like_none = [
+        float(grids["folded_init"][LRS.index(lr)] / grids["none"][LRS.index(lr)]) for lr in big
+    ]
+    print(
+        f"{task}: above no scale's best η, folded init's loss / no scale's loss = "
+        + ", ".join(f"{r:.2g}" for r in folded_like_none)
+    )
+
+# %%
+# How to read it:
+#
+# - **The logit speed is not the whole story.** The first section's ratio is set by $\alpha$
+#   alone. The best learning rate of the whole model is not: the value and output weights, which
+#   no scale touches, limit it too. So the shift of the best learning rate between no scale and
+#   $1/\sqrt{d_k}$ (printed above) need not reach $\sqrt{d_k}$, and at this size it does not
+#   have to be the same on both tasks.
+# - **The failures follow the multiplier.** Compare the "largest good η" column: where it is
+#   larger for $1/\sqrt{d_k}$ and $1/d_k$ than for no scale, the smaller multiplier is what lets
+#   them take the larger steps.
+# - **T5's folded init has the unscaled speed.** Its multiplier at run time is 1, like no scale;
+#   only its initial query weights are smaller, and Adam's step sizes do not depend on the
+#   initialisation. The printed ratios of its loss to no scale's above no scale's best learning
+#   rate show how closely it follows no scale there.
+# - **Consequence for this section.** A comparison of strategies at one shared learning rate,
+#   as on the strategy-grid page, mixes the scale with the learning rate: read it with this page
+#   in mind.
+#
+# ## References
+#
+# - Yang et al. 2022, *Tensor Programs V: Tuning Large Neural Networks via Zero-Shot
+#   Hyperparameter Transfer*, arXiv:2203.03466.
+# - Kingma and Ba 2015, *Adam: A Method for Stochastic Optimization*, arXiv:1412.6980.
+# - Raffel et al. 2020, T5, arXiv:1910.10683 (the folded initialisation).
