@@ -105,12 +105,17 @@ fig.suptitle("Mean task: scaled vs unscaled at three head sizes (seed bands)")
 plt.show()
 
 # %%
-# ## The unscaled model starts sharp, sharpens further, and has the larger gradients
+# ## The unscaled model starts sharp and sharpens further: where do its gradients go?
 #
 # The article's explanation is that unscaled logits push the softmax into a flat region where
-# gradients vanish. The measurements say otherwise. The table lists, at the largest head size,
-# the attention entropy at the first step and at the end, the logit spread, and the gradient
-# norm of the query projection $W_q$ at the first step and its median over training.
+# gradients vanish. Whether that is true depends on where the gradient is measured. The
+# gradient of the query weights $W_q$ carries the logit multiplier as a factor, so without
+# $1/\sqrt{d_k}$ it is $\sqrt{d_k}$ times larger before the softmax plays any part. The gradient
+# at the softmax input, $\partial L/\partial \ell$, has no such factor; a saturated row passes
+# back almost none. The table lists, at the largest head size, the attention entropy and logit
+# spread at the first step and at the end, and both gradients: for the logits, each query row's
+# gradient norm, with the median over rows (a few unsaturated rows would dominate a norm over
+# the whole batch).
 
 # %%
 d_k = D_KS[-1]
@@ -125,6 +130,8 @@ for name in VARIANTS:
             f"{res.logit_std[idx, 0].mean():.2f} → {res.logit_std[idx, -1].mean():.2f}",
             f"{res.grad_norm_q[idx, 0].mean():.2e}",
             f"{res.grad_norm_q[idx].median():.2e}",
+            f"{res.logit_grad_row_median[idx, 0].mean():.2e}",
+            f"{res.logit_grad_row_median[idx].median():.2e}",
         ]
     )
 Table(
@@ -134,36 +141,53 @@ Table(
         "logit std first → last",
         "W_q grad norm, step 1",
         "W_q grad norm, median",
+        "∂L/∂logits per row (median), step 1",
+        "∂L/∂logits per row (median), median over steps",
     ],
     rows,
 )
 
 # %%
-fig, ax = plt.subplots(figsize=(6.4, 3.0), layout="constrained")
+grad_q = res.by_variant("grad_norm_q", per_epoch=True)
+grad_rows = res.by_variant("logit_grad_row_median", per_epoch=True)
+sqrt_dk = d_k**0.5
+print(
+    f"d_k = {d_k}: unscaled / scaled over all steps, median: W_q gradient "
+    f"{grad_q['none'].median() / grad_q['inverse_sqrt'].median():.1f}x (√d_k = {sqrt_dk:.1f}); "
+    f"per-row gradient at the logits "
+    f"{grad_rows['none'].median() / grad_rows['inverse_sqrt'].median():.2g}x"
+)
+
+# %%
+fig, axes = plt.subplots(1, 2, figsize=(7, 3.0), layout="constrained", sharex=True)
 plot_seed_bands(
-    {k: v for k, v in res.by_variant("grad_norm_q", per_epoch=True).items()},
-    ax=ax,
-    ylabel="gradient norm of W_q",
+    grad_q, ax=axes[0], ylabel="gradient norm of W_q", logy=True, **style.strategy_kwargs()
+)
+plot_seed_bands(
+    grad_rows,
+    ax=axes[1],
+    ylabel="∂L/∂logits per row (median)",
     logy=True,
+    legend=False,
     **style.strategy_kwargs(),
 )
-ax.set_title(f"Mean task, d_k = {d_k}: the unscaled model's gradients are larger")
+axes[0].set_title("at the weights")
+axes[1].set_title("at the softmax input")
+fig.suptitle(f"Mean task, d_k = {d_k}: the two gradients, seed bands")
 plt.show()
 
 # %%
 # At initialisation the query and key projections (PyTorch's default ``nn.Linear`` init) give
 # components of variance about $1/3$, so unscaled logits have a standard deviation near
-# $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (first column). The gradient with
-# respect to $W_q$ is then large, not small (the figure: it stays above the scaled model's all
-# along): it is the gradient of a sharp softmax whose winners are wrong. At this head size
-# training does not flatten the attention, it *sharpens* it: the unscaled entropy falls further
-# below the uniform $\ln 8$ and the logit spread grows, while the scaled model's logits shrink
-# towards uniform attention. The unscaled model settles in a bad optimum where each position
-# copies a few tokens, and its loss stops moving. With the scale the logits start near $1/3$,
-# attention starts almost uniform, and the loss keeps falling well below the level where the
-# unscaled model is stuck. The smaller heads in the figure start less sharp: at $d_k = 256$
-# the unscaled entropy hardly moves, and at $d_k = 64$ it climbs towards uniform and the gap in
-# loss is much smaller (the first printed lines).
+# $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (first column). The two gradients then
+# tell opposite stories (printed ratios). The weight gradient is larger without the scale, by
+# more than the missing factor $\sqrt{d_k}$ at the first step: measured there, nothing vanishes.
+# At the softmax input the unscaled model's typical row receives far less gradient than the
+# scaled model's: its rows are saturated, which is the article's story after all. Training then
+# *sharpens* the unscaled attention instead of flattening it: the entropy falls further below
+# the uniform $\ln 8$ and the logit spread grows, while the scaled model's logits shrink towards
+# uniform attention and its loss keeps falling. The first printed lines give each head size's
+# final losses.
 
 # %%
 # ## Contrast: tasks where sharp attention is right
