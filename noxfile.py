@@ -81,17 +81,22 @@ def _vendor_assets(session: nox.Session) -> None:
 
 
 def _print_example_times() -> None:
+    """Each example's run time, the total per section (gallery folder), and the grand total."""
     rows = []
     for table in sorted(GENERATED.glob("**/mg_execution_times.md")):
+        section = table.parent.name
         for line in table.read_text().splitlines():
             m = re.search(r"\[(plot_\w+)\]\(.*?\|\s*([\d:.]+)\s*\|", line)
             if m:
                 mins, _, secs = m.group(2).rpartition(":")
-                rows.append((m.group(1), float(mins or 0) * 60 + float(secs)))
+                rows.append((section, m.group(1), float(mins or 0) * 60 + float(secs)))
     print("\nExample execution times (s):")
-    for name, secs in rows:
-        print(f"  {secs:7.2f}  {name}")
-    print(f"  {sum(s for _, s in rows):7.2f}  total, {len(rows)} examples")
+    for section in dict.fromkeys(sec for sec, _, _ in rows):
+        part = [(name, secs) for sec, name, secs in rows if sec == section]
+        for name, secs in part:
+            print(f"  {secs:7.2f}  {name}")
+        print(f"  {sum(s for _, s in part):7.2f}  section {section}, {len(part)} examples")
+    print(f"  {sum(s for _, _, s in rows):7.2f}  total, {len(rows)} examples")
 
 
 @nox.session
