@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
+from attnscale._docs import experiments
 from attnscale._docs.figures import (
     plot_jacobian_norm_vs_sigma,
     plot_log_histograms,
@@ -33,7 +34,7 @@ use_style()
 SEED = 0
 N = 64  # logits per row
 ROWS = 2000  # rows per sigma
-SIGMAS = [2 ** (j / 4) for j in range(-8, 29)]  # 1/4 ... 128
+SIGMAS = list(experiments.SIGMAS)  # 1/4 ... 128, a quarter octave apart
 TABLE_SIGMAS = (1, 2, 4, 8, 16, 32)
 HIST_SIGMAS = (1, 4, 16, 64)
 THRESHOLDS = (0.9, 0.99)
@@ -47,8 +48,7 @@ D_MODEL, D_K = 128, 64  # for the marks: where real attention logits sit
 # form, $\lVert J \rVert_F^2 = \sum_i p_i^2 - 2\sum_i p_i^3 + (\sum_i p_i^2)^2$, evaluated so that
 # it stays accurate for nearly one-hot rows.
 
-gen = torch.Generator().manual_seed(SEED)
-z = torch.randn(ROWS, N, generator=gen)  # (rows, n)
+z = experiments.softmax_rows(SEED, ROWS, N)  # (rows, n), standard normal
 all_sigmas = sorted(set(SIGMAS) | set(TABLE_SIGMAS) | set(HIST_SIGMAS))
 logits = torch.tensor(all_sigmas)[:, None, None] * z  # (sigmas, rows, n), all in one batch
 all_norms = attnscale.softmax_jacobian_norm(logits)  # (sigmas, rows)
@@ -63,9 +63,9 @@ print(" sigma | mean |J|_F  median |J|_F | saturated (max p > 0.99)")
 for sigma in TABLE_SIGMAS:
     f = norms[sigma]
     print(f"{sigma:6g} | {f.mean():10.3f} {f.median():13.4f} | {saturated[0.99][sigma]:8.1%}")
-means = torch.stack([norms[s].mean() for s in SIGMAS])
-peak = SIGMAS[int(means.argmax())]
-print(f"the mean norm peaks at sigma = {peak:.2f} (grid step 2^(1/4)), value {means.max():.3f}")
+# The fact-check's claim 2.2 calls the same function on the same rows.
+peak, peak_value = experiments.jacobian_norm_peak(z)
+print(f"the mean norm peaks at sigma = {peak:.2f} (grid step 2^(1/4)), value {peak_value:.3f}")
 
 # %%
 # Where do real attention logits sit? Scaled scores of unit-variance $q, k$ have $\sigma = 1$;
@@ -135,8 +135,9 @@ for sigma in HIST_SIGMAS:
 # [logit_gradient][attnscale.logit_gradient], which computes
 # $\partial L / \partial z = p \odot (g - \langle p, g \rangle)$ as backpropagation does.
 
+upstream = torch.Generator().manual_seed(SEED + 1)
 for sigma in TABLE_SIGMAS:
-    g = torch.randn(ROWS, N, generator=gen)  # (rows, n), upstream gradient
+    g = torch.randn(ROWS, N, generator=upstream)  # (rows, n), upstream gradient
     grad = attnscale.logit_gradient(sigma * z, g)  # (rows, n)
     lhs = grad.square().sum(dim=-1).mean().item()
     rhs = norms[sigma].square().mean().item()

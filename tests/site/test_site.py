@@ -186,7 +186,9 @@ def test_search_finds_the_section(query: str, section: str, base_url: str, brows
         box = tab.locator("input.md-search__input")
         box.fill(query)
         results = tab.locator(".md-search-result__item a")
-        results.first.wait_for(timeout=15_000)
+        # The search index loads in a web worker, which a busy 2-core machine can hold up for
+        # well over 15 s (seen in CI with other work running).
+        results.first.wait_for(timeout=45_000)
         hrefs = results.evaluate_all("as => as.map(a => a.getAttribute('href'))")
     finally:
         tab.close()
