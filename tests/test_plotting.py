@@ -12,6 +12,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
+import numpy as np
 import pytest
 import torch
 
@@ -93,6 +94,41 @@ def test_loss_grid_figure() -> None:
         figures.plot_loss_grid(["s1"], ["t1", "t2"], [[1.0]], [[0.1]])
     with pytest.raises(ValueError, match="positive"):
         figures.plot_loss_grid(["s1"], ["t1"], [[0.0]], [[0.1]])
+
+
+def _contrast(a: str, b: tuple[float, ...]) -> float:
+    """WCAG contrast ratio of two colours."""
+
+    def lum(c: object) -> float:
+        rgb = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in mcolors.to_rgb(c)]
+        return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
+
+    hi, lo = sorted((lum(a), lum(b)), reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_one_legend_per_figure() -> None:
+    fig, axes = plt.subplots(1, 2, layout="constrained")
+    for ax in axes:
+        ax.plot([0, 1], label="a")
+        ax.plot([1, 0], label="b")
+        ax.legend()
+    axes[1].axhline(0.5, label="ln L")
+    figures.one_legend(fig)
+    assert all(ax.get_legend() is None for ax in axes)
+    (legend,) = fig.legends
+    assert [t.get_text() for t in legend.get_texts()] == ["a", "b", "ln L"]
+    plt.close(fig)
+
+
+def test_loss_grid_text_is_readable_on_every_cell() -> None:
+    values = np.logspace(-8, 0, 9)[:, None]  # every shade of the colour map
+    ax = figures.plot_loss_grid([f"s{i}" for i in range(9)], ["t"], values, values / 10)
+    image = ax.images[0]
+    for text in ax.texts:
+        i = round(text.get_position()[1])
+        cell = image.cmap(image.norm(np.log10(values[i, 0])))
+        assert _contrast(text.get_color(), cell) >= 3.0, (text.get_text(), text.get_color())
 
 
 def test_every_strategy_has_one_colour_and_one_label() -> None:

@@ -8,11 +8,14 @@ gap between the two variants next to the spread between seeds.
 """
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 import torch
 
 import attnscale
 from attnscale._docs import experiments, style
+from attnscale._docs.figures import one_legend
 from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands, plot_training_metric
 
@@ -99,10 +102,17 @@ first = {k: v[:, : 3 * result.steps_per_epoch] for k, v in result.by_variant("gr
 plot_seed_bands(first, ax=axes[1], xlabel="step", ylabel="gradient norm", **style.strategy_kwargs())
 axes[1].set_title("gradient norm, first steps")
 plot_training_metric(
-    result, "entropy", ax=axes[2], ylabel="attention entropy (nats)", **style.strategy_kwargs()
+    result,
+    "entropy",
+    ax=axes[2],
+    ylabel="attention entropy (nats)",
+    hline=math.log(SEQ_LEN),
+    hline_label="ln L: uniform attention",
+    **style.strategy_kwargs(),
 )
 axes[2].set_title("attention entropy")
 fig.suptitle("Reconstruction, d_k = 64: scaled vs unscaled, 5 seeds")
+one_legend(fig)
 plt.show()
 
 # %%

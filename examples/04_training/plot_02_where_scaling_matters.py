@@ -8,10 +8,13 @@ spread and gradients, with seeds as bands, then repeat on a task where sharp att
 """
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 
 import attnscale
 from attnscale._docs import style
+from attnscale._docs.figures import one_legend
 from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands, plot_training_metric
 
@@ -93,7 +96,13 @@ for row, (d_k, res) in zip(axes, mean_runs.items(), strict=True):
         **style.strategy_kwargs(),
     )
     plot_training_metric(
-        res, "entropy", ax=row[1], ylabel="entropy (nats)", **style.strategy_kwargs()
+        res,
+        "entropy",
+        ax=row[1],
+        ylabel="entropy (nats)",
+        hline=math.log(SEQ_LEN),
+        hline_label="ln L: uniform attention",
+        **style.strategy_kwargs(),
     )
     plot_training_metric(
         res, "logit_std", ax=row[2], ylabel="logit std", logy=True, **style.strategy_kwargs()
@@ -102,6 +111,7 @@ axes[0, 0].set_title("training loss")
 axes[0, 1].set_title("attention entropy")
 axes[0, 2].set_title("logit spread")
 fig.suptitle("Mean task: scaled vs unscaled at three head sizes (seed bands)")
+one_legend(fig)
 plt.show()
 
 # %%
@@ -168,12 +178,12 @@ plot_seed_bands(
     ax=axes[1],
     ylabel="∂L/∂logits per row (median)",
     logy=True,
-    legend=False,
     **style.strategy_kwargs(),
 )
 axes[0].set_title("at the weights")
 axes[1].set_title("at the softmax input")
 fig.suptitle(f"Mean task, d_k = {d_k}: the two gradients, seed bands")
+one_legend(fig)
 plt.show()
 
 # %%
@@ -239,6 +249,7 @@ for ax, task in zip(axes, ("reconstruction", "retrieval"), strict=True):
     )
     ax.set_title(task)
 fig.suptitle(f"Tasks that want one-hot attention, d_k = {D_KS[-1]} (seed bands)")
+one_legend(fig)
 plt.show()
 
 # %%

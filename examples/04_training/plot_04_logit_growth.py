@@ -9,11 +9,14 @@ without QK-LayerNorm.
 """
 
 # %%
+import math
+
 import matplotlib.pyplot as plt
 import torch
 
 import attnscale
 from attnscale._docs import style
+from attnscale._docs.figures import one_legend
 from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands
 
@@ -102,6 +105,7 @@ plot_seed_bands(
 )
 axes[1].set_title("attention logit growth")
 fig.suptitle("One Transformer block on retrieval: learning-rate sweep (seed bands)")
+one_legend(fig)
 plt.show()
 
 # %%
@@ -150,9 +154,16 @@ plot_seed_bands(
     logit, ax=axes[0], xlabel="step", ylabel="max |logit|", logy=True, **style.strategy_kwargs()
 )
 plot_seed_bands(
-    entropy, ax=axes[1], xlabel="step", ylabel="attention entropy (nats)", **style.strategy_kwargs()
+    entropy,
+    ax=axes[1],
+    xlabel="step",
+    ylabel="attention entropy (nats)",
+    hline=math.log(SEQ_LEN),
+    hline_label="ln L: uniform attention",
+    **style.strategy_kwargs(),
 )
 fig.suptitle(f"Learning rate {top:g}: logits and entropy over training (seed bands)")
+one_legend(fig)
 plt.show()
 for n in VARIANTS:
     print(

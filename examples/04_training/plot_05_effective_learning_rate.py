@@ -23,6 +23,7 @@ import torch
 
 import attnscale
 from attnscale._docs import style
+from attnscale._docs.figures import one_legend
 from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands
 
@@ -164,11 +165,11 @@ for ax, (task, res) in zip(axes, sweeps.items(), strict=True):
         logx=True,
         logy=True,
         markers=True,
-        legend=ax is axes[0],
         **style.strategy_kwargs(),
     )
     ax.set_title(task)
 fig.suptitle(f"Loss after {res.steps_per_epoch * SWEEP['epochs']} Adam steps, d_k = {D_K}")
+one_legend(fig)
 plt.show()
 
 # %%

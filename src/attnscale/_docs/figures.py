@@ -12,12 +12,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from .. import _checks
 from .._figure import cycle_colour, new_axes, to_numpy
 
 __all__ = [
+    "one_legend",
     "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
@@ -29,6 +31,24 @@ __all__ = [
     "plot_theory_vs_measured",
     "plot_variance_vs_dk",
 ]
+
+
+def one_legend(fig: Figure, *, ncols: int = 4) -> None:
+    """Replace the panels' legends by one legend below the figure, each label once."""
+    entries: dict[str, object] = {}
+    for ax in fig.axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            entries.setdefault(label, handle)
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
+    if entries:
+        fig.legend(
+            list(entries.values()),
+            list(entries),
+            loc="outside lower center",
+            ncols=min(ncols, len(entries)),
+            frameon=False,
+        )
 
 
 def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
@@ -562,7 +582,8 @@ def plot_loss_grid(
     ax = new_axes(ax, (1.6 * len(cols) + 2.6, 0.42 * len(rows) + 1.2))
     logm = np.log10(m)
     image = ax.imshow(logm, cmap="viridis_r", aspect="auto")
-    mid = (logm.min() + logm.max()) / 2
+    cells = image.cmap(image.norm(logm))  # (rows, cols, RGBA) as drawn
+    luminance = cells[..., :3] @ np.array([0.2126, 0.7152, 0.0722])  # Rec. 709 weights
     for i in range(shape[0]):
         for j in range(shape[1]):
             ax.text(
@@ -572,7 +593,7 @@ def plot_loss_grid(
                 ha="center",
                 va="center",
                 fontsize="small",
-                color="white" if logm[i, j] < mid else "black",
+                color="white" if luminance[i, j] < 0.5 else "black",  # readable on the cell
             )
     for j in range(shape[1]):
         i = int(np.argmin(m[:, j]))
