@@ -237,7 +237,7 @@ for task, res in sweeps.items():
 # - **The logit speed is not the whole story.** The first section's ratio is set by $\alpha$
 #   alone. The best learning rate of the whole model is not: the value and output weights, which
 #   no scale touches, limit it too. So the shift of the best learning rate between no scale and
-#   $1/\sqrt{d_k}$ (printed above) need not reach $\sqrt{d_k}$, and at this size it does not
+#   $1/\sqrt{d_k}$ (table) need not reach $\sqrt{d_k}$, and at this size it does not
 #   have to be the same on both tasks.
 # - **The failures follow the multiplier.** Compare the "largest good η" column: where it is
 #   larger for $1/\sqrt{d_k}$ and $1/d_k$ than for no scale, the smaller multiplier is what lets
