@@ -100,7 +100,9 @@ def _contrast(a: str, b: tuple[float, ...]) -> float:
     """WCAG contrast ratio of two colours."""
 
     def lum(c: object) -> float:
-        rgb = [x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in mcolors.to_rgb(c)]
+        rgb = [
+            x / 12.92 if x <= 0.03928 else ((x + 0.055) / 1.055) ** 2.4 for x in mcolors.to_rgb(c)
+        ]
         return 0.2126 * rgb[0] + 0.7152 * rgb[1] + 0.0722 * rgb[2]
 
     hi, lo = sorted((lum(a), lum(b)), reverse=True)

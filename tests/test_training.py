@@ -40,9 +40,17 @@ def _group(name: str) -> str:
 
 
 def _sequential(
-    task: str, strategy: str, seed: int, lr: float, model: str = "simple", **sizes: int
+    task: str,
+    strategy: str,
+    seed: int,
+    lr: float,
+    model: str = "simple",
+    weight_decay: float = 0.0,
+    warmup_steps: int = 0,
+    **sizes: int,
 ) -> tuple[dict[str, list[float]], nn.Module]:
-    """Reference: one model, plain autograd and torch.optim.Adam, metrics recomputed by hand."""
+    """Reference: one model, plain autograd and torch.optim.AdamW (Adam when weight_decay=0)
+    with a LambdaLR warmup, metrics recomputed by hand."""
     n, length, d = sizes["num_samples"], sizes["seq_len"], sizes["d_model"]
     gen = torch.Generator().manual_seed(seed)
     x, y = make_task(task, n, length, d, generator=gen)
@@ -54,7 +62,10 @@ def _sequential(
         strategy=strategy,
         seed=seed,
     )
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    opt = torch.optim.AdamW(net.parameters(), lr=lr, weight_decay=weight_decay)
+    warm = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda i: min(1.0, (i + 1) / warmup_steps) if warmup_steps else 1.0
+    )
     shuffle = torch.Generator().manual_seed(seed + 1_000_003)
     rec: dict[str, list[float]] = {m: [] for m in METRICS}
     for _ in range(EPOCHS):
@@ -90,6 +101,7 @@ def _sequential(
             rec["max_abs_logit"].append(float(logits.abs().max()))
             rec["scale"].append(float(net.strategy.effective_scale().detach().mean()))
             opt.step()
+            warm.step()
     return rec, net
 
 
@@ -99,10 +111,13 @@ def _sequential(
         ("reconstruction", "simple", ["none", "learnable_temperature", "inverse_sqrt"], {"d_k": 8}),
         ("mean", "simple", ["inverse_sqrt", "inverse_d", "folded_init"], {"d_k": 4}),
         ("retrieval", "block", ["qk_rmsnorm", "cosine"], {"num_heads": 2}),
+        # AdamW and warmup, on both paths (per-model and shared learning rate)
+        ("mean", "simple", ["none", "cosine"], {"d_k": 4, "weight_decay": 0.5, "warmup_steps": 4}),
+        ("retrieval", "block", ["qk_rmsnorm"], {"weight_decay": 0.1, "warmup_steps": 2}),
     ],
 )
 def test_batched_equals_sequential_and_metrics_recomputed(
-    task: str, model: str, strategies: list[str], extra: dict[str, int]
+    task: str, model: str, strategies: list[str], extra: dict[str, float]
 ) -> None:
     sizes = {**SMALL, **extra}
     seeds, lrs = [3, 7], ([1e-3, 3e-2] if model == "simple" else [3e-2])

@@ -208,6 +208,8 @@ class TrainingConfig:
     epochs: int = 100
     betas: tuple[float, float] = (0.9, 0.999)
     eps: float = 1e-8
+    weight_decay: float = 0.0
+    warmup_steps: int = 0
     device: torch.device | str = "cpu"
     progress: bool | None = None
     num_threads: int | None = None
@@ -252,6 +254,8 @@ class TrainingConfig:
             raise ValueError(f"betas must lie in [0, 1), got {betas!r}")
         store("betas", beta_pair)
         store("eps", _checks.positive_float(self.eps, "eps"))
+        store("weight_decay", _checks.non_negative_float(self.weight_decay, "weight_decay"))
+        store("warmup_steps", _checks.integer(self.warmup_steps, "warmup_steps", low=0, high=2**62))
         _checks.allocation(
             (len(seeds), max(self.num_samples, self.test_samples), self.seq_len, self.d_model),
             torch.float32,
@@ -521,15 +525,15 @@ class _Stack:
         params: dict[str, torch.Tensor],
         lrs: torch.Tensor,
         seed_pos: torch.Tensor,
-        betas: tuple[float, float],
-        eps: float,
+        config: TrainingConfig,
     ) -> None:
         self.params = {k: v.detach().clone().requires_grad_() for k, v in params.items()}
         self.lrs = lrs  # (models,)
         lr_values = set(lrs.tolist())
         self.shared_lr = lr_values.pop() if len(lr_values) == 1 else None
         self.seed_pos = seed_pos  # (models,): which seed's data each model sees
-        self.betas, self.eps = betas, eps
+        self.betas, self.eps = config.betas, config.eps
+        self.weight_decay, self.warmup_steps = config.weight_decay, config.warmup_steps
         self.exp_avg = {k: torch.zeros_like(v) for k, v in self.params.items()}
         self.exp_avg_sq = {k: torch.zeros_like(v) for k, v in self.params.items()}
         self.groups = {k: _param_group(k) for k in self.params}
@@ -574,11 +578,13 @@ class _Stack:
         return torch.stack([metrics[m] for m in METRICS])
 
     def _adam(self, t: int) -> None:
-        # torch.optim.Adam's update (no weight decay, not amsgrad), element-wise on the stacked
-        # tensors with a learning rate per model, so every model keeps its own state.
+        # torch.optim.AdamW's update (not amsgrad; weight_decay=0 is torch.optim.Adam's),
+        # element-wise on the stacked tensors with a learning rate per model, so every model
+        # keeps its own state. Warmup scales the learning rate linearly up to step warmup_steps.
         beta1, beta2 = self.betas
         bias1 = 1 - beta1**t
         bias2_sqrt = math.sqrt(1 - beta2**t)
+        warm = min(1.0, t / self.warmup_steps) if self.warmup_steps else 1.0
         for k, p in self.params.items():
             if p.grad is None:
                 continue
@@ -588,10 +594,15 @@ class _Stack:
             v.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             denom = (v.sqrt() / bias2_sqrt).add_(self.eps)
             if self.shared_lr is not None:
-                p.addcdiv_(m, denom, value=-self.shared_lr / bias1)
+                lr = warm * self.shared_lr
+                if self.weight_decay:
+                    p.mul_(1 - lr * self.weight_decay)
+                p.addcdiv_(m, denom, value=-lr / bias1)
             else:
-                lr = self.lrs.view(-1, *([1] * (p.dim() - 1)))  # (models, 1, ...)
-                p.sub_(lr / bias1 * m / denom)
+                lrs = warm * self.lrs.view(-1, *([1] * (p.dim() - 1)))  # (models, 1, ...)
+                if self.weight_decay:
+                    p.mul_(1 - lrs * self.weight_decay)
+                p.sub_(lrs / bias1 * m / denom)
 
     def evaluate(self, x: torch.Tensor, y: torch.Tensor, chunk: int = 256) -> torch.Tensor:
         """Mean loss per model over each model's seed's data ``x``/``y`` ``(seeds, samples, ...)``."""
@@ -614,12 +625,11 @@ class _VmapStack(_Stack):
         models: list[nn.Module],
         lrs: torch.Tensor,
         seed_pos: torch.Tensor,
-        betas: tuple[float, float],
-        eps: float,
+        config: TrainingConfig,
     ) -> None:
         probes = [_Probe(m) for m in models]
         params, self.buffers = stack_module_state(probes)
-        super().__init__(params, lrs, seed_pos, betas, eps)
+        super().__init__(params, lrs, seed_pos, config)
         base = copy.deepcopy(probes[0]).to("meta")
 
         def one(
@@ -664,12 +674,11 @@ class _SimpleStack(_Stack):
         models: list[SimpleAttentionModel],
         lrs: torch.Tensor,
         seed_pos: torch.Tensor,
-        betas: tuple[float, float],
-        eps: float,
+        config: TrainingConfig,
     ) -> None:
         states = [m.state_dict() for m in models]
         params = {k: torch.stack([st[k] for st in states]) for k in _SIMPLE_WEIGHTS}
-        super().__init__(params, lrs, seed_pos, betas, eps)
+        super().__init__(params, lrs, seed_pos, config)
         self.d_k, self.d_v = models[0].d_k, models[0].d_v
         alphas = [m.strategy.effective_scale().mean() for m in models]
         self.scale = torch.stack(alphas).to(lrs.device)  # (models,)
@@ -790,6 +799,8 @@ def train(
     epochs: int = 100,
     betas: tuple[float, float] = (0.9, 0.999),
     eps: float = 1e-8,
+    weight_decay: float = 0.0,
+    warmup_steps: int = 0,
     device: torch.device | str = "cpu",
     progress: bool | None = None,
     num_threads: int | None = None,
@@ -801,8 +812,9 @@ def train(
     $(s + 1000003) \bmod 2^{64}$ (reshuffled each epoch, last batch smaller, like a ``DataLoader`` with
     ``shuffle=True``), and the initial weights from [make_model][attnscale.make_model] with
     ``seed=s``. Models that differ only in learning rate or strategy therefore see the same data
-    and start from the same weights. Optimisation is Adam (``torch.optim.Adam``'s update, no
-    weight decay) on the mean squared error. The models run in stacks, one per strategy or one
+    and start from the same weights. Optimisation is Adam (``torch.optim.Adam``'s update; with
+    ``weight_decay``, ``torch.optim.AdamW``'s) on the mean squared error, with an optional linear
+    warmup of the learning rate. The models run in stacks, one per strategy or one
     per run of neighbouring constant-scale strategies; see the module description. The models
     are ordered strategy-major, then learning rate, then seed.
 
@@ -831,6 +843,12 @@ def train(
         Adam's decay rates, each in $[0, 1)$.
     eps : float
         Adam's epsilon (> 0).
+    weight_decay : float
+        Decoupled weight decay ($\ge 0$), as in ``torch.optim.AdamW``: before each update every
+        weight is multiplied by $1 - \eta_t \lambda$. 0 (the default) is plain Adam.
+    warmup_steps : int
+        Linear learning-rate warmup ($\ge 0$): step $t$ uses $\eta \min(1, t / T_w)$; 0 (the
+        default) means none.
     device : str or torch.device
         Where to train (``"cpu"`` by default; ``"cuda"`` when available; not ``"meta"``). Data and initial
         weights are drawn on the CPU, so a seed means the same run on every device.
@@ -930,8 +948,7 @@ def _train(config: TrainingConfig) -> TrainingResult:
                 [models[i] for i in idx],  # type: ignore[misc]
                 torch.tensor([order[i][1] for i in idx], device=dev),
                 torch.tensor([seed_list.index(order[i][2]) for i in idx], device=dev),
-                config.betas,
-                config.eps,
+                config,
             )
         )
 

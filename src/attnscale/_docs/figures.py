@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
+from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -35,12 +36,13 @@ __all__ = [
 
 def one_legend(fig: Figure, *, ncols: int = 4) -> None:
     """Replace the panels' legends by one legend below the figure, each label once."""
-    entries: dict[str, object] = {}
+    entries: dict[str, Artist] = {}
     for ax in fig.axes:
         for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
             entries.setdefault(label, handle)
-        if ax.get_legend() is not None:
-            ax.get_legend().remove()
+        legend = ax.get_legend()
+        if legend is not None:
+            legend.remove()
     if entries:
         fig.legend(
             list(entries.values()),
@@ -582,7 +584,7 @@ def plot_loss_grid(
     ax = new_axes(ax, (1.6 * len(cols) + 2.6, 0.42 * len(rows) + 1.2))
     logm = np.log10(m)
     image = ax.imshow(logm, cmap="viridis_r", aspect="auto")
-    cells = image.cmap(image.norm(logm))  # (rows, cols, RGBA) as drawn
+    cells = np.asarray(image.cmap(image.norm(logm)))  # (rows, cols, RGBA) as drawn
     luminance = cells[..., :3] @ np.array([0.2126, 0.7152, 0.0722])  # Rec. 709 weights
     for i in range(shape[0]):
         for j in range(shape[1]):
