@@ -54,6 +54,8 @@ STRATEGIES: dict[str, StrategyLook] = {
 #: Variants drawn beside the strategies: a strategy with one more switch.
 VARIANTS: dict[str, StrategyLook] = {
     "softcap_50": StrategyLook("$1/\\sqrt{d_k}$ + soft-cap 50", "#882255"),
+    "warmup": StrategyLook("$1/\\sqrt{d_k}$ + warmup", "#332288"),
+    "weight_decay": StrategyLook("$1/\\sqrt{d_k}$ + weight decay", "#117733"),
 }
 
 
