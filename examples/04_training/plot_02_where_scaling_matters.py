@@ -28,7 +28,7 @@ BATCH = 32
 LR = 1e-3
 NUM_THREADS = None  # torch's default; on a busy shared machine, 1 can be faster
 DEVICE = "cpu"  # "cuda" runs the same experiment on a GPU
-D_MODEL, NUM_SAMPLES, EPOCHS = 128, 256, 25  # 200 Adam steps: what the docs build can afford
+D_MODEL, NUM_SAMPLES, EPOCHS = 64, 256, 25  # 200 Adam steps: what the docs build can afford
 D_V = D_MODEL  # the value path can represent the mean at every d_k; only the logits change
 VARIANTS = ["inverse_sqrt", "none"]
 
@@ -203,10 +203,11 @@ plt.show()
 # At initialisation the query and key projections (PyTorch's default ``nn.Linear`` init) give
 # components of variance about $1/3$, so unscaled logits have a standard deviation near
 # $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (first column). The two gradients then
-# tell opposite stories (printed ratios). The weight gradient is larger without the scale, by
-# more than the missing factor $\sqrt{d_k}$ at the first step: measured there, nothing vanishes.
-# At the softmax input the unscaled model's typical row receives far less gradient than the
-# scaled model's: its rows are saturated, which is the article's story after all. Training then
+# tell opposite stories (printed ratios). The weight gradient is larger without the scale, and
+# most of that is the factor $\sqrt{d_k}$ it lacks: measured there, nothing vanishes. At the
+# softmax input the ratio is below 1: the unscaled model's typical row receives less gradient
+# than the scaled model's because its rows are saturated, which is the article's story after
+# all. Training then
 # *sharpens* the unscaled attention instead of flattening it: the entropy falls further below
 # the uniform $\ln 8$ and the logit spread grows, while the scaled model's logits shrink towards
 # uniform attention and its loss keeps falling. The first printed lines give each head size's
@@ -272,8 +273,8 @@ plt.show()
 # falling when training stopped, had converged, or had plateaued (the rule is in `status`
 # above). At this budget of 200 Adam steps the unscaled model trails on all three tasks at
 # $d_k = 512$. What differs is the kind of failure. Where the unscaled loss has plateaued on the
-# mean task, it sits far above the scaled model's, with a test loss no better than predicting
-# zero. A plateau within 200 steps is not proof of a permanent trap: only a longer run can show
+# mean task, it sits far above the scaled model's, with a test loss close to that of predicting
+# zero (first printed lines). A plateau within 200 steps is not proof of a permanent trap: only a longer run can show
 # whether such a curve escapes later, and the scaled curves, still falling, have not reached
 # their end either. On the two sharp tasks it ends with one-hot attention, as the scaled model does; where
 # its loss is still falling it is slower, and this budget cannot say whether it would catch up:

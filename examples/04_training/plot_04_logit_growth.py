@@ -24,7 +24,7 @@ from attnscale.plotting import plot_seed_bands
 style.use_style()
 
 SEEDS = [0, 1]
-LRS = [1e-3, 3e-3, 1e-2, 3e-2, 1e-1, 3e-1]
+LRS = [3e-3, 1e-2, 3e-2, 1e-1, 3e-1]
 TASK = "retrieval"  # needs sharp, content-chosen attention
 D_MODEL = 32
 NUM_HEADS = 2  # head dimension 16

@@ -37,7 +37,7 @@ LR = 1e-3
 STEPS = 30
 FIXED = ["none", "inverse_sqrt", "inverse_d", "folded_init"]  # the fixed-scale strategies
 LRS = [1e-3 * 10 ** (k / 2) for k in range(5)]  # 1e-3 to 1e-1, half a decade apart
-SWEEP = {"num_samples": 256, "batch_size": 32, "epochs": 20}  # 160 Adam steps
+SWEEP = {"num_samples": 256, "batch_size": 32, "epochs": 16}  # 128 Adam steps
 
 # %%
 # ## How far the logits move in the first steps
