@@ -183,11 +183,16 @@ plt.show()
 
 # %%
 rows = []
+mean_loss = {
+    task: {name: loss_grid(res, name).mean(0) for name in FIXED} for task, res in sweeps.items()
+}
+best_lr = {
+    task: {n: LRS[int(g.argmin())] for n, g in grids.items()} for task, grids in mean_loss.items()
+}
 for task, res in sweeps.items():
-    best, edge = {}, {}
+    best, edge = best_lr[task], {}
     for name in FIXED:
         grid = loss_grid(res, name)
-        best[name] = LRS[int(grid.mean(0).argmin())]
         ok = (grid < grid[:, :1] / 10).all(0)
         edge[name] = max((lr for lr, good in zip(LRS, ok.tolist(), strict=True) if good), default=0)
     for name in FIXED:
@@ -219,10 +224,8 @@ Table(
 # Above no scale's best learning rate, how close does T5's folded init stay to no scale?
 
 # %%
-for task, res in sweeps.items():
-    grids = {name: loss_grid(res, name).mean(0) for name in FIXED}
-    best = {name: LRS[int(g.argmin())] for name, g in grids.items()}
-    big = [lr for lr in LRS if lr > best["none"]]
+for task, grids in mean_loss.items():
+    big = [lr for lr in LRS if lr > best_lr[task]["none"]]
     folded_like_none = [
         float(grids["folded_init"][LRS.index(lr)] / grids["none"][LRS.index(lr)]) for lr in big
     ]

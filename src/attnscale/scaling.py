@@ -615,12 +615,17 @@ def make_strategy(strategy: str | ScoreScaling, d_k: int, num_heads: int = 1) ->
     ValueError: strategy was built for d_k=16, but the head dim is 32
     """
     if isinstance(strategy, ScoreScaling):
-        for attr, size, what in (("d_k", d_k, "the head dim"), ("num_heads", num_heads, "")):
-            built = getattr(strategy, attr)
-            size = _checks.positive_int(size, attr)
-            if built != size:
-                there = f"{what} is {size}" if what else f"there are {size} heads"
-                raise ValueError(f"strategy was built for {attr}={built}, but {there}")
+        d_k = _checks.positive_int(d_k, "d_k")
+        num_heads = _checks.positive_int(num_heads, "num_heads")
+        if strategy.d_k != d_k:
+            raise ValueError(
+                f"strategy was built for d_k={strategy.d_k}, but the head dim is {d_k}"
+            )
+        if strategy.num_heads != num_heads:
+            raise ValueError(
+                f"strategy was built for num_heads={strategy.num_heads}, "
+                f"but there are {num_heads} heads"
+            )
         return strategy
     if not isinstance(strategy, str):
         raise TypeError(

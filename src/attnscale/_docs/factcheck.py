@@ -235,8 +235,9 @@ def _check_4_2b(res: TrainingResult) -> ClaimCheck:
     # over the first epoch (the weight gradient carries the missing 1/sqrt(d_k) as a factor).
     rows = res.logit_grad_row_median.view(2, n, -1)[:, :, :spe].median(dim=2).values
     starved = (rows[1] / rows[0]).mean().item()  # unscaled / scaled
-    rises = (res.by_variant("loss", per_epoch=True)["none"].diff(dim=1) > 0).sum(1)
-    rises_scaled = (res.by_variant("loss", per_epoch=True)["inverse_sqrt"].diff(dim=1) > 0).sum(1)
+    epoch_loss = res.by_variant("loss", per_epoch=True)
+    rises = (epoch_loss["none"].diff(dim=1) > 0).sum(1)
+    rises_scaled = (epoch_loss["inverse_sqrt"].diff(dim=1) > 0).sum(1)
     nums = {
         "largest_grad_over_median": spikes,
         "logit_grad_unscaled_over_scaled": starved,
