@@ -110,6 +110,8 @@ def _sequential(
     [
         ("reconstruction", "simple", ["none", "learnable_temperature", "inverse_sqrt"], {"d_k": 8}),
         ("mean", "simple", ["inverse_sqrt", "inverse_d", "folded_init"], {"d_k": 4}),
+        # d_k = 32 > d_model / 2: the fast path takes the logits through alpha W_q^T W_k
+        ("mean", "simple", ["none", "inverse_sqrt", "folded_init"], {"d_k": 32}),
         ("retrieval", "block", ["qk_rmsnorm", "cosine"], {"num_heads": 2}),
         # AdamW and warmup, on both paths (per-model and shared learning rate)
         ("mean", "simple", ["none", "cosine"], {"d_k": 4, "weight_decay": 0.5, "warmup_steps": 4}),

@@ -45,7 +45,8 @@ SWEEP = {"num_samples": 256, "batch_size": 32, "epochs": 16}  # 128 Adam steps
 # Three settings per seed, each trained with plain `torch.optim.Adam` on the mean task of
 # [make_task][attnscale.make_task]: $1/\sqrt{d_k}$ at $\eta$, no scale at the same $\eta$, and
 # no scale at $\eta/\sqrt{d_k}$. After every step we measure how far the logits of a fixed probe
-# batch have moved from their initial values, $\lVert \ell_t - \ell_0 \rVert$.
+# batch have moved from their initial values, $\lVert \ell_t - \ell_0 \rVert$, and record the
+# training loss of the step.
 
 # %%
 SETTINGS = {  # label: (strategy, learning rate)
@@ -56,29 +57,34 @@ SETTINGS = {  # label: (strategy, learning rate)
 probe = torch.randn(64, SEQ_LEN, D_MODEL, generator=torch.Generator().manual_seed(1234))
 
 
-def logit_path(strategy: str, lr: float, seed: int) -> list[float]:
-    """||logits_t - logits_0|| on the probe batch after each of STEPS Adam steps."""
+def logit_path(strategy: str, lr: float, seed: int) -> tuple[list[float], list[float]]:
+    """||logits_t - logits_0|| on the probe batch after each of STEPS Adam steps, and each
+    step's training loss."""
     gen = torch.Generator().manual_seed(seed)
     x, y = attnscale.make_task("mean", 32 * STEPS, SEQ_LEN, D_MODEL, generator=gen)
     model = attnscale.make_model("simple", d_model=D_MODEL, d_k=D_K, strategy=strategy, seed=seed)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     with torch.no_grad():
         start = model(probe, need_logits=True).logits
-    path = []
+    path, losses = [], []
     for step in range(STEPS):
         batch = slice(32 * step, 32 * (step + 1))
         opt.zero_grad()
-        torch.nn.functional.mse_loss(model(x[batch]).output, y[batch]).backward()
+        loss = torch.nn.functional.mse_loss(model(x[batch]).output, y[batch])
+        loss.backward()
         opt.step()
+        losses.append(float(loss))
         with torch.no_grad():
             path.append(float((model(probe, need_logits=True).logits - start).norm()))
-    return path
+    return path, losses
 
 
-paths = {
-    label: torch.tensor([logit_path(strategy, lr, s) for s in SEEDS])
+runs = {
+    label: [logit_path(strategy, lr, s) for s in SEEDS]
     for label, (strategy, lr) in SETTINGS.items()
 }
+paths = {label: torch.tensor([p for p, _ in r]) for label, r in runs.items()}  # (seeds, steps)
+losses = {label: torch.tensor([l for _, l in r]) for label, r in runs.items()}  # (seeds, steps)
 ref = paths["inverse_sqrt"]
 for label in ("none", "none at η/√d_k"):
     ratio = paths[label] / ref
@@ -86,6 +92,11 @@ for label in ("none", "none at η/√d_k"):
         f"{label:15s}: logits moved {ratio[:, 0].mean():.2f}x as far as 1/√d_k's after step 1, "
         f"{ratio[:, -1].mean():.2f}x after step {STEPS} (seeds {ratio[:, -1].min():.2f} to "
         f"{ratio[:, -1].max():.2f}); √d_k = {math.sqrt(D_K):g}"
+    )
+    gap = (losses[label] - losses["inverse_sqrt"]).abs() / losses["inverse_sqrt"]
+    print(
+        f"{label:15s}: training loss differs from 1/√d_k's by {gap.mean():.1%} on average over "
+        f"the {STEPS} steps and seeds (largest {gap.max():.1%})"
     )
 
 # %%
@@ -95,24 +106,36 @@ labels = {
     "none": "no scale at η",
     "none at η/√d_k": "no scale at η/√d_k",
 }
-fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
-plot_seed_bands(
-    paths,
-    ax=ax,
-    xlabel="Adam step",
-    ylabel="‖logits − initial logits‖",
-    logy=True,
-    colors=colors,
-    labels=labels,
-)
-ax.set_title(f"Mean task, d_k = {D_K}, η = {LR:g}: seeds as bands")
+fig, axes = plt.subplots(1, 2, figsize=(7, 3.2), layout="constrained", sharex=True)
+for ax, values, ylabel in (
+    (axes[0], paths, "‖logits − initial logits‖"),
+    (axes[1], losses, "training loss (MSE)"),
+):
+    plot_seed_bands(
+        values,
+        ax=ax,
+        xlabel="Adam step",
+        ylabel=ylabel,
+        logy=True,
+        colors=colors,
+        labels=labels,
+    )
+axes[0].set_title("how far the logits moved")
+axes[1].set_title("loss")
+fig.suptitle(f"Mean task, d_k = {D_K}, η = {LR:g}: seeds as bands")
+one_legend(fig)
 plt.show()
 
 # %%
 # The printed ratios are the mechanism. At the same learning rate the unscaled logits move about
 # $\sqrt{d_k}$ times as far as the scaled ones from the first step on; at $\eta/\sqrt{d_k}$ they
 # move about as far. So "no scale" and $1/\sqrt{d_k}$ compared at one learning rate are not two
-# scales at one speed: the unscaled model's logits also run $\sqrt{d_k}$ times faster.
+# scales at one speed: the unscaled model's logits also run $\sqrt{d_k}$ times faster. The loss
+# lines compare the three settings' training losses step by step: how closely no scale at
+# $\eta/\sqrt{d_k}$ follows $1/\sqrt{d_k}$ at $\eta$ early in training, against no scale at
+# $\eta$. They need not coincide: the two start from logits of different sizes (the same
+# weights, a multiplier of 1 against $1/\sqrt{d_k}$), and the value and output weights move at
+# $\eta$ in the one and at $\eta/\sqrt{d_k}$ in the other.
 #
 # ## Loss against learning rate, for every fixed scale
 #

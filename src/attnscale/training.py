@@ -665,8 +665,10 @@ class _SimpleStack(_Stack):
 
     The constant may differ from model to model, so models of several such strategies share one
     stack. The computation is the module's, written with batched matrix products over the model
-    dimension and one product for queries, keys and values: these small models spend much of a
-    step in per-operation overhead, which this path cuts.
+    dimension: these small models spend much of a step in per-operation overhead, which this
+    path cuts. When it needs fewer operations, for heads wider than about $d_{\text{model}}/2$,
+    the logits are computed through the $d_{\text{model}} \times d_{\text{model}}$ matrix
+    $\alpha W_q^\top W_k$ instead of the queries and keys.
     """
 
     def __init__(
@@ -692,14 +694,24 @@ class _SimpleStack(_Stack):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         models, batch, length, d_model = x.shape
         w_q, w_k, w_v, w_o = (self.params[k] for k in _SIMPLE_WEIGHTS)
-        # One product for queries, keys and values: (models, batch * length, 2 d_k + d_v).
-        w_qkv = torch.cat([w_q, w_k, w_v], dim=1)  # (models, 2 d_k + d_v, d_model)
-        qkv = torch.bmm(x.reshape(models, batch * length, d_model), w_qkv.transpose(1, 2))
-        q, k, v = torch.split(
-            qkv.view(models, batch, length, -1), [self.d_k, self.d_k, self.d_v], dim=-1
-        )  # (models, batch, length, d)
-        # Scale the query before the product, as the library's attention does.
-        logits = (q * self.scale.view(-1, 1, 1, 1)) @ k.transpose(-2, -1)  # (models, batch, L, L)
+        tokens = x.reshape(models, batch * length, d_model)
+        n = batch * length
+        if d_model * (self.d_k + n) < 2 * n * self.d_k:
+            # q . k = x_i W_q^T W_k x_j^T. Through the (d_model, d_model) matrix alpha W_q^T W_k
+            # the logits cost d_model^2 (d_k + n) multiply-adds, q and k 2 n d_model d_k.
+            bilinear = (w_q.transpose(1, 2) * self.scale.view(-1, 1, 1)) @ w_k  # (models, d, d)
+            xm = torch.bmm(tokens, bilinear).view(models, batch, length, d_model)
+            logits = xm @ x.transpose(-2, -1)  # (models, batch, L, L)
+            v = torch.bmm(tokens, w_v.transpose(1, 2)).view(models, batch, length, self.d_v)
+        else:
+            # One product for queries, keys and values: (models, batch * length, 2 d_k + d_v).
+            w_qkv = torch.cat([w_q, w_k, w_v], dim=1)  # (models, 2 d_k + d_v, d_model)
+            qkv = torch.bmm(tokens, w_qkv.transpose(1, 2))
+            q, k, v = torch.split(
+                qkv.view(models, batch, length, -1), [self.d_k, self.d_k, self.d_v], dim=-1
+            )  # (models, batch, length, d)
+            # The multiplier on the query before the product, as the library's attention does.
+            logits = (q * self.scale.view(-1, 1, 1, 1)) @ k.transpose(-2, -1)  # (models, batch, L, L)
         # The heads dimension (1) is added before the softmax, so that the logits returned are
         # the tensor the loss depends on (the trainer takes the loss's gradient with respect
         # to them).
