@@ -30,7 +30,7 @@ LR = 1e-3
 NUM_THREADS = None  # torch's default; on a busy shared machine, 1 can be faster
 DEVICE = "cpu"  # "cuda" runs the same experiment on a GPU
 D_MODEL, NUM_SAMPLES = 64, 256
-EPOCHS = 200  # 1600 Adam steps on the mean task
+EPOCHS = 150  # 1200 Adam steps on the mean task
 CONTRAST_EPOCHS = 25  # 200 steps on the two contrast tasks
 D_V = D_MODEL  # the value path can represent the mean at every d_k; only the logits change
 VARIANTS = ["inverse_sqrt", "none"]
@@ -72,7 +72,7 @@ def run(task: str, d_k: int, epochs: int = EPOCHS) -> attnscale.TrainingResult:
 # ## Training the mean task at three head sizes
 #
 # [train][attnscale.train] runs both variants and all seeds of one $d_k$ in a single batched
-# pass, here for 1600 Adam steps. Predicting zero everywhere scores $1/L = 0.125$, the variance
+# pass, for the number of Adam steps each line prints. Predicting zero everywhere scores $1/L = 0.125$, the variance
 # of the mean of 8 unit-variance vectors; uniform attention followed by the identity map
 # scores 0. Each line says where the seeds' mean curve stands at the end (the rule is in
 # `status` above) and how far the unscaled model's attention entropy moved towards the uniform
@@ -288,7 +288,7 @@ plt.show()
 # shorter budget than the mean task; where a curve there is still falling it is not stuck, and
 # this page cannot say whether the unscaled model would catch up. For the mean task the first
 # printed lines say, per head size, whether each curve converged, plateaued or was still falling
-# after 1600 steps, and how far the unscaled entropy moved towards $\ln 8$. Where the unscaled
+# at the end, and how far the unscaled entropy moved towards $\ln 8$. Where the unscaled
 # loss plateaued, compare its test loss with the $1/L$ of predicting zero: a test loss near it
 # means the model memorised the 256 training sequences instead of learning the mean.
 #

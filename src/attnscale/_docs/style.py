@@ -56,6 +56,8 @@ VARIANTS: dict[str, StrategyLook] = {
     "softcap_50": StrategyLook("$1/\\sqrt{d_k}$ + soft-cap 50", "#882255"),
     "warmup": StrategyLook("$1/\\sqrt{d_k}$ + warmup", "#332288"),
     "weight_decay": StrategyLook("$1/\\sqrt{d_k}$ + weight decay", "#117733"),
+    "none_slow": StrategyLook("no scale at $\\eta/\\sqrt{d_k}$", "#AA4499"),
+    "none_slow_qk": StrategyLook("no scale, $W_q, W_k$ at $\\eta/\\sqrt{d_k}$", "#44AA99"),
 }
 
 
@@ -75,7 +77,7 @@ def labels(names: Iterable[str]) -> dict[str, str]:
 
 
 # matplotlib mathtext in the labels, as plain Unicode for HTML tables and printed text.
-_MATHTEXT = {"$": "", "\\sqrt{d_k}": "√d_k", "\\tau": "τ"}
+_MATHTEXT = {"$": "", "\\sqrt{d_k}": "√d_k", "\\tau": "τ", "\\eta": "η"}
 
 
 def text_labels(names: Iterable[str]) -> dict[str, str]:
