@@ -94,6 +94,18 @@ def test_loss_grid_figure() -> None:
         figures.plot_loss_grid(["s1"], ["t1", "t2"], [[1.0]], [[0.1]])
     with pytest.raises(ValueError, match="positive"):
         figures.plot_loss_grid(["s1"], ["t1"], [[0.0]], [[0.1]])
+    # Ties framed as the caller says: both cells of column t1, the second of t2.
+    ax = figures.plot_loss_grid(
+        ["s1", "s2"],
+        ["t1", "t2"],
+        [[1e-3, 5e-2], [2e-3, 1e-2]],
+        [[1e-4, 1e-3], [1e-3, 1e-3]],
+        framed=[[True, False], [True, True]],
+    )
+    corners = sorted((p.get_x(), p.get_y()) for p in ax.patches)
+    assert corners == [(-0.5, -0.5), (-0.5, 0.5), (0.5, 0.5)]
+    with pytest.raises(ValueError, match="framed must have shape"):
+        figures.plot_loss_grid(["s1"], ["t1"], [[1.0]], [[0.1]], framed=[[True, False]])
 
 
 def _contrast(a: str, b: tuple[float, ...]) -> float:

@@ -284,9 +284,10 @@ for task, grids in mean_loss.items():
 #   only its initial query weights are smaller, and Adam's step sizes do not depend on the
 #   initialisation. The printed ratios of its loss to no scale's above no scale's best learning
 #   rate show how closely it follows no scale there.
-# - **Consequence for this section.** A comparison of strategies at one shared learning rate,
-#   as on the strategy-grid page, mixes the scale with the learning rate: read it with this page
-#   in mind.
+# - **Consequence for this section.** A comparison of strategies at one shared learning rate
+#   mixes the scale with the learning rate. The
+#   [strategy grid](plot_03_all_strategies.md) therefore compares every strategy at its own best
+#   learning rate, with the shared rate beside it.
 #
 # ## References
 #

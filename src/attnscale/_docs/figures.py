@@ -543,10 +543,12 @@ def plot_loss_grid(
     *,
     ax: Axes | None = None,
     colorbar_label: str = "final loss (log10)",
+    framed: Sequence[Sequence[bool]] | np.ndarray | None = None,
 ) -> Axes:
     """A grid of final losses, coloured by $\\log_{10}$ of the mean, annotated mean ± std.
 
-    The best (lowest mean) cell of each column is framed, so the winner per column is visible.
+    The framed cells mark the best of each column: by default the lowest mean; pass ``framed``
+    to frame every cell tied with it (e.g. by overlapping seed ranges).
 
     Parameters
     ----------
@@ -558,6 +560,8 @@ def plot_loss_grid(
         Axes to draw on.
     colorbar_label : str
         Label of the colour bar.
+    framed : array of bool of shape (rows, cols), optional
+        Cells to frame; default: the lowest mean of each column.
 
     Returns
     -------
@@ -591,14 +595,20 @@ def plot_loss_grid(
             ax.text(
                 j,
                 i,
-                f"{m[i, j]:.2g} ± {s[i, j]:.1g}",
+                f"{m[i, j]:.2g}\n± {s[i, j]:.1g}",  # two lines: fits narrow cells
                 ha="center",
                 va="center",
                 fontsize="small",
                 color="white" if luminance[i, j] < 0.5 else "black",  # readable on the cell
             )
-    for j in range(shape[1]):
-        i = int(np.argmin(m[:, j]))
+    if framed is None:
+        frame = np.zeros(shape, dtype=bool)
+        frame[np.argmin(m, axis=0), np.arange(shape[1])] = True
+    else:
+        frame = np.asarray(framed, dtype=bool)
+        if frame.shape != shape:
+            raise ValueError(f"framed must have shape {shape}, got {frame.shape}")
+    for i, j in zip(*np.nonzero(frame), strict=True):
         ax.add_patch(
             Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#D55E00", linewidth=2.2)
         )
