@@ -95,12 +95,13 @@ for d_k, res in mean_runs.items():
     where = {k: status(v) for k, v in res.by_variant("loss", per_epoch=True).items()}
     ent = res.by_variant("entropy", per_epoch=True)["none"].mean(0)  # (epochs,)
     print(
-        f"d_k={d_k:4d}, {res.loss.shape[1]} steps: final train loss scaled "
-        f"{final['inverse_sqrt'].mean():.2e} ({where['inverse_sqrt']}), unscaled "
-        f"{final['none'].mean():.2e} ({where['none']}; seeds {final['none'].min():.2e} to "
-        f"{final['none'].max():.2e}); test loss unscaled {test['none'].mean():.3g}; unscaled "
-        f"entropy {ent[0]:.2f} -> {ent[-1]:.2f} nats ({ent[-1] / math.log(SEQ_LEN):.0%} of ln 8, "
-        f"{settled(ent)})"
+        f"d_k={d_k}, {res.loss.shape[1]} steps, final train loss:\n"
+        f"  scaled   {final['inverse_sqrt'].mean():.2e} ({where['inverse_sqrt']})\n"
+        f"  unscaled {final['none'].mean():.2e} ({where['none']}; seeds "
+        f"{final['none'].min():.2e} to {final['none'].max():.2e}), test loss "
+        f"{test['none'].mean():.3g}\n"
+        f"  unscaled entropy {ent[0]:.2f} -> {ent[-1]:.2f} nats "
+        f"({ent[-1] / math.log(SEQ_LEN):.0%} of ln 8, {settled(ent)})"
     )
 print(f"predicting zero scores {1 / SEQ_LEN:.3f}")
 
@@ -193,9 +194,10 @@ grad_q = res.by_variant("grad_norm_q", per_epoch=True)
 grad_rows = res.by_variant("logit_grad_row_median", per_epoch=True)
 sqrt_dk = d_k**0.5
 print(
-    f"d_k = {d_k}: unscaled / scaled over all steps, median: W_q gradient "
-    f"{grad_q['none'].median() / grad_q['inverse_sqrt'].median():.1f}x (√d_k = {sqrt_dk:.1f}); "
-    f"per-row gradient at the logits "
+    f"d_k = {d_k}, unscaled / scaled, medians over all steps:\n"
+    f"  W_q gradient {grad_q['none'].median() / grad_q['inverse_sqrt'].median():.1f}x "
+    f"(√d_k = {sqrt_dk:.1f})\n"
+    f"  per-row gradient at the logits "
     f"{grad_rows['none'].median() / grad_rows['inverse_sqrt'].median():.2g}x"
 )
 
@@ -225,16 +227,7 @@ plt.show()
 # most of that is the factor $\sqrt{d_k}$ it lacks: measured there, nothing vanishes. At the
 # softmax input the ratio is below 1: the unscaled model's typical row receives less gradient
 # than the scaled model's because its rows are saturated, which is the article's story after
-# all. The lines below print how far training moved each model's entropy, at this head size,
-# towards the uniform $\ln 8$.
-
-# %%
-for name in VARIANTS:
-    ent = res.entropy[res.select(strategy=name)].mean(0)  # (steps,)
-    print(
-        f"{name:12s}: entropy {ent[0]:.3f} → {ent[-1]:.3f} nats, "
-        f"{ent[-1] / math.log(SEQ_LEN):.0%} of uniform (ln {SEQ_LEN} = {math.log(SEQ_LEN):.3f})"
-    )
+# all. How far training then moved the unscaled entropy is in the first printed lines.
 
 # %%
 # ## Contrast: tasks where sharp attention is right

@@ -9,6 +9,8 @@ shared learning rate.
 """
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 import torch
 
@@ -33,6 +35,12 @@ EPOCHS = 20
 NUM_THREADS = None  # torch's default; on a busy shared machine, 1 can be faster
 STRATEGIES = list(attnscale.SCALING_STRATEGIES)
 NAMES = style.text_labels(STRATEGIES)
+
+
+def wrap(line: str) -> str:
+    """A long printed line folded to the width of the page's output blocks."""
+    return textwrap.fill(line, 90, subsequent_indent="    ", break_on_hyphens=False)
+
 
 # %%
 # ## Training every strategy at every learning rate
@@ -72,16 +80,16 @@ def final_loss(task: str, strategy: str, lr: float) -> torch.Tensor:
 
 
 best_lr = {
-    t: {s: min(LRS, key=lambda lr, t=t, s=s: float(final_loss(t, s, lr).mean())) for s in STRATEGIES}
+    t: {
+        s: min(LRS, key=lambda lr, t=t, s=s: float(final_loss(t, s, lr).mean())) for s in STRATEGIES
+    }
     for t in TASKS
 }
 for task in TASKS:
     edge = [NAMES[s] for s in STRATEGIES if best_lr[task][s] in (LRS[0], LRS[-1])]
-    print(
-        f"{task}: best learning rate per strategy: "
-        + ", ".join(f"{NAMES[s]} {best_lr[task][s]:.1e}" for s in STRATEGIES)
-        + f"; at an end of the sweep: {', '.join(edge) or 'none'}"
-    )
+    rates = ", ".join(f"{NAMES[s]} {best_lr[task][s]:.1e}" for s in STRATEGIES)
+    print(wrap(f"{task}: best η: {rates}"))
+    print(f"  at an end of the sweep: {', '.join(edge) or 'none'}")
 
 # %%
 # ## The grid
@@ -108,12 +116,12 @@ def grid(lrs: dict[str, dict[str, float]]) -> tuple[torch.Tensor, torch.Tensor, 
 
 shared = {t: dict.fromkeys(STRATEGIES, SHARED_LR) for t in TASKS}
 # (strategies, 4): both tasks at each strategy's best rate, then both at the shared rate
-mean, std, framed = (torch.cat(pair, dim=1) for pair in zip(grid(best_lr), grid(shared), strict=True))
+mean, std, framed = (
+    torch.cat(pair, dim=1) for pair in zip(grid(best_lr), grid(shared), strict=True)
+)
 columns = [f"{t}\nbest η" for t in TASKS] + [f"{t}\nη = {SHARED_LR:g}" for t in TASKS]
 fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
-plot_loss_grid(
-    list(style.labels(STRATEGIES).values()), columns, mean, std, ax=ax, framed=framed
-)
+plot_loss_grid(list(style.labels(STRATEGIES).values()), columns, mean, std, ax=ax, framed=framed)
 ax.set_title(f"Final loss of every strategy (d_k = {D_K}, {len(SEEDS)} seeds)")
 plt.show()
 
@@ -165,7 +173,8 @@ def epochs_text(span: torch.Tensor) -> tuple[str, str]:
     """Median and seed range of the epochs to the threshold, as table cells."""
     if float(span.min()) == float("inf"):
         return "not reached", "-"
-    return f"{span.median():.0f}", f"{span.min():.0f} to {span.max():g}"
+    high = "never" if float(span.max()) == float("inf") else f"{span.max():.0f}"
+    return f"{span.median():.0f}", f"{span.min():.0f} to {high}"
 
 
 rows, ranked = [], {}
@@ -188,7 +197,7 @@ for task, res in results.items():
                 epochs_text(at_shared[s])[0],
             ]
         )
-    print(f"{task}: threshold {threshold:.2e}; order at each best η: {', '.join(order)}")
+    print(f"{task}: threshold {threshold:.2e}")
 Table(
     [
         "task",
@@ -217,22 +226,26 @@ for view, view_text in (("own", "each at its best η"), ("shared", f"all at η =
         ahead = [s for s in order[: order.index("inverse_sqrt")] if s not in tied]
         ahead_on[task] = ahead
         fixed_ties = [NAMES[s] for s in tied if s in FIXED]
-        print(
-            f"{task}, {view_text}: ahead of 1/√d_k: {', '.join(NAMES[s] for s in ahead) or 'none'}; "
-            f"tied with it: {', '.join(NAMES[s] for s in tied) or 'none'}; best fixed scale: "
-            f"{not any(s in FIXED for s in ahead)}"
-            + (f" (tied with {', '.join(fixed_ties)})" if fixed_ties else "")
-        )
+        best_fixed = str(not any(s in FIXED for s in ahead))
+        if fixed_ties:
+            best_fixed += f" (tied with {', '.join(fixed_ties)})"
+        for line in (
+            f"{task}, {view_text}:",
+            f"  ahead of 1/√d_k: {', '.join(NAMES[s] for s in ahead) or 'none'}",
+            f"  tied with it: {', '.join(NAMES[s] for s in tied) or 'none'}",
+            f"  1/√d_k is the best fixed scale: {best_fixed}",
+        ):
+            print(wrap(line))
     beaten = all(any(n in ahead_on[t] for n in NORMALISING) for t in TASKS)
-    print(f"{view_text}: a normalising strategy is ahead of 1/√d_k on both tasks: {beaten}")
+    print(f"{view_text}: a normalising strategy is ahead of 1/√d_k on both tasks: {beaten}\n")
 
 # %%
-# ## Reading the grids
+# ## Reading the grid
 #
 # - **The learning rate is part of the comparison.** The printed best learning rates differ
-#   between strategies and between tasks. The grid's last two columns and the last table column show
-#   what one shared learning rate does to the strategies it suits less; the first two columns
-#   remove that advantage as far as a sweep half a decade apart can. A strategy whose best rate
+#   between strategies and between tasks. The grid's last two columns and the table's last
+#   column show what one shared learning rate does to the strategies it suits less; the first
+#   two columns remove that advantage as far as a sweep half a decade apart can. A strategy whose best rate
 #   is at an end of the sweep (printed above) might do better still outside it.
 # - **The winner depends on the task.** The mean task rewards flat attention and
 #   reconstruction sharp attention; read the printed orders. Ties (overlapping seed ranges) are

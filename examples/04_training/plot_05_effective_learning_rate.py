@@ -48,7 +48,9 @@ SWEEP = {"num_samples": 256, "batch_size": 32, "epochs": 16}  # 128 Adam steps
 # value and output weights at $\eta$, as in the scaled model; μP's per-layer learning rates
 # work this way). After every step we measure how far the logits of a fixed probe
 # batch have moved from their initial values, $\lVert \ell_t - \ell_0 \rVert$, and record the
-# training loss of the step.
+# training loss of the step. The table divides each setting's logit movement by that of
+# $1/\sqrt{d_k}$ at $\eta$, and gives the relative gap between their training losses, step by
+# step, averaged over steps and seeds.
 
 # %%
 SETTINGS = {  # label: (strategy, learning rate, learning rate of W_q and W_k)
@@ -91,27 +93,37 @@ runs = {
     for label, (strategy, lr, qk_lr) in SETTINGS.items()
 }
 paths = {label: torch.tensor([p for p, _ in r]) for label, r in runs.items()}  # (seeds, steps)
-losses = {label: torch.tensor([l for _, l in r]) for label, r in runs.items()}  # (seeds, steps)
-ref = paths["inverse_sqrt"]
+losses = {
+    label: torch.tensor([loss for _, loss in r]) for label, r in runs.items()
+}  # (seeds, steps)
 names = style.text_labels(SETTINGS)
+rows, loss_gap = [], {}
 for label in list(SETTINGS)[1:]:
-    ratio = paths[label] / ref
-    print(
-        f"{names[label]}: logits moved {ratio[:, 0].mean():.2f}x as far as 1/√d_k's after step 1, "
-        f"{ratio[:, -1].mean():.2f}x after step {STEPS} (seeds {ratio[:, -1].min():.2f} to "
-        f"{ratio[:, -1].max():.2f}); √d_k = {math.sqrt(D_K):g}"
-    )
+    ratio = paths[label] / paths["inverse_sqrt"]  # (seeds, steps)
     gap = (losses[label] - losses["inverse_sqrt"]).abs() / losses["inverse_sqrt"]
-    print(
-        f"{names[label]}: training loss differs from 1/√d_k's by {gap.mean():.1%} on average over "
-        f"the {STEPS} steps and seeds (largest {gap.max():.1%})"
+    loss_gap[label] = float(gap.mean())
+    rows.append(
+        [
+            names[label],
+            f"{ratio[:, 0].mean():.2f}",
+            f"{ratio[:, -1].mean():.2f} ({ratio[:, -1].min():.2f} to {ratio[:, -1].max():.2f})",
+            f"{gap.mean():.1%}",
+            f"{gap.max():.1%}",
+        ]
     )
-loss_gap = {
-    label: float(((losses[label] - losses["inverse_sqrt"]).abs() / losses["inverse_sqrt"]).mean())
-    for label in list(SETTINGS)[1:]
-}
-closest = min(loss_gap, key=loss_gap.get)
-print(f"closest to 1/√d_k's training loss: {names[closest]}")
+Table(
+    [
+        f"setting (√d_k = {math.sqrt(D_K):g})",
+        "logit movement / 1/√d_k's, step 1",
+        f"the same, step {STEPS} (seeds)",
+        "loss gap to 1/√d_k, mean",
+        "loss gap, largest",
+    ],
+    rows,
+)
+
+# %%
+print(f"closest to 1/√d_k's training loss: {names[min(loss_gap, key=loss_gap.get)]}")
 
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(7, 3.2), layout="constrained", sharex=True)
@@ -140,7 +152,7 @@ plt.show()
 # scale" and $1/\sqrt{d_k}$ compared at one learning rate are not two scales at one speed: the
 # unscaled model's logits also run $\sqrt{d_k}$ times faster.
 #
-# The loss is another matter, and the lines above measure it rather than assume it: matching the
+# The loss is another matter, and the table measures it rather than assume it: matching the
 # logits' speed does not match the training loss (see the "closest" line). Two things differ that
 # the logit speed does not capture. The unscaled model starts from larger logits (the same
 # weights, a multiplier of 1 against $1/\sqrt{d_k}$), so its attention starts sharper. And the

@@ -711,7 +711,9 @@ class _SimpleStack(_Stack):
                 qkv.view(models, batch, length, -1), [self.d_k, self.d_k, self.d_v], dim=-1
             )  # (models, batch, length, d)
             # The multiplier on the query before the product, as the library's attention does.
-            logits = (q * self.scale.view(-1, 1, 1, 1)) @ k.transpose(-2, -1)  # (models, batch, L, L)
+            logits = (q * self.scale.view(-1, 1, 1, 1)) @ k.transpose(
+                -2, -1
+            )  # (models, batch, L, L)
         # The heads dimension (1) is added before the softmax, so that the logits returned are
         # the tensor the loss depends on (the trainer takes the loss's gradient with respect
         # to them).
