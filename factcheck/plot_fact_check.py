@@ -13,7 +13,7 @@ a verdict ever changes.
 # Each row gives the claim in our words, the verdict, what was measured, and the guide page
 # that examines the question in depth.
 
-from attnscale._docs.factcheck import check_claims
+from attnscale._docs.factcheck import PAGE_TITLES, check_claims
 from attnscale._docs.tables import Table
 
 SEED = 0
@@ -22,7 +22,7 @@ BASE = "../../../"  # from this page back to the site root
 checks = check_claims(seed=SEED)
 Table(
     ["§", "Claim", "Verdict", "What was measured", "Examined in"],
-    [[c.section, c.claim, c.verdict, c.evidence, "guide page"] for c in checks],
+    [[c.section, c.claim, c.verdict, c.evidence, PAGE_TITLES[c.page]] for c in checks],
     links={"Examined in": [BASE + c.page for c in checks]},
 )
 

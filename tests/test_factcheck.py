@@ -1,8 +1,12 @@
 """The fact-check page prints these verdicts; this test fails if a measurement changes one."""
 
+from pathlib import Path
+
 import pytest
 
-from attnscale._docs.factcheck import VERDICTS, check_claims
+from attnscale._docs.factcheck import PAGE_TITLES, VERDICTS, check_claims
+
+ROOT = Path(__file__).parents[1]
 
 # What the site says about each claim of the source article.
 EXPECTED = {
@@ -43,3 +47,14 @@ def test_verdicts_do_not_hinge_on_the_seed(seed):
 def test_seed_validation():
     with pytest.raises(ValueError, match="seed"):
         check_claims(seed=-1)
+
+
+def test_links_name_the_page_they_link(checks):
+    """Each guide page a claim links to has its title as the link text, read from its source."""
+    for path, title in PAGE_TITLES.items():
+        parts = path.strip("/").split("/")  # generated, gallery, section[, script]
+        source = ROOT / "examples" / Path(*parts[2:])
+        text = (source.with_suffix(".py") if len(parts) == 4 else source / "README.md").read_text()
+        heading = next(line for line in text.splitlines() if line.startswith("# "))
+        assert heading[2:] == title, path
+    assert {c.page for c in checks.values()} <= set(PAGE_TITLES)

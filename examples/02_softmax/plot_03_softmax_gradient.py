@@ -168,7 +168,7 @@ for sigma in TABLE_SIGMAS:
 #
 # ## What this says about $1/\sqrt{d_k}$
 #
-# Vaswani et al. (footnote 4) argue that for large $d_k$ the dot products grow large and push
+# Vaswani et al. (§3.2.1) argue that for large $d_k$ the dot products grow large and push
 # the softmax "into regions where it has extremely small gradients". The measurements support
 # a narrower reading. Unscaled logits at realistic $d_k$ (the marks at $\sqrt{64}$ and
 # $\sqrt{1024}$) sit past the peak, where many rows are saturated and the median gradient is

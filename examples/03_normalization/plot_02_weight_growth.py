@@ -121,9 +121,14 @@ for label in VARIANTS:
 # %%
 # ## What the measurement says
 #
-# - **QK-norm (QK-LayerNorm, QK-RMSNorm) and cosine attention** are flat: normalising $q$ and $k$ removes
-#   the weight scale from the logits entirely (up to the norms' $\epsilon$), so their entropy and
-#   largest logit do not move with $g$.
+# - **QK-norm (QK-LayerNorm, QK-RMSNorm) and cosine attention** are flat: normalising $q$ and
+#   $k$ removes the scale of the *projection weights* from the logits (up to the norms'
+#   $\epsilon$), so their entropy and largest logit do not move with $g$. The logits are still
+#   bounded only in terms of parameters that training can change: $|\ell| \le \sqrt{d_k}$ times
+#   the learned gains (plus biases) for QK-norm, and $|\ell| \le s$ for cosine, whose learnable
+#   scale $s$ Swin V2 clamps at 100. Here the gains and $s$ stay at their initial values; in
+#   training they move (the high-learning-rate page shows QK-LayerNorm's largest logit passing
+#   the bound of its initial gains).
 # - **No scaling, $1/\sqrt{d_k}$, the learnable temperature and T5's folded init** collapse: their
 #   logits grow like $g^2$ and the attention becomes one-hot. Dividing by $\sqrt{d_k}$ only
 #   postpones the collapse by a factor $d_k^{1/4}$ in $g$; a constant factor cannot bound a

@@ -114,22 +114,29 @@ print(
     f"{'strategy':<32} {'g: error > tol':>14} {'max|l| there':>13} {'g: overflow':>12} "
     f"{'max|l| @ g=100':>15}"
 )
+lost_at = []  # the largest logit where each strategy first passes the tolerance
 for label in error:
     err = np.array(error[label])
     bad = np.nonzero(err > TOLERANCE)[0]
+    if bad.size:
+        lost_at.append(max_logit[label][bad[0]])
     g_err = f"{GAINS[bad[0]]:.2f}" if bad.size else "never"
     l_err = f"{max_logit[label][bad[0]]:.1f}" if bad.size else "-"
     g_ovf = f"{overflow[label]:.2f}" if label in overflow else "never"
     print(f"{label:<32} {g_err:>14} {l_err:>13} {g_ovf:>12} {max_logit[label][-1]:15.1f}")
+print(
+    f"resolution lost at largest logits of {min(lost_at):.0f} to {max(lost_at):.0f}, "
+    f"{FP16_MAX / max(lost_at):.0f} to {FP16_MAX / min(lost_at):.0f} times below the float16 maximum"
+)
 
 # %%
 # ## What the measurement says
 #
 # - **Resolution goes long before overflow.** Float16 keeps 11 significant bits, so a logit of
 #   size $L$ carries an error of order $L \cdot 2^{-11}$, and the softmax turns an absolute logit
-#   error $\delta$ into a relative weight error of about $\delta$. The printed largest logits where
-#   the error first exceeds the tolerance are tens to a few hundred: orders of magnitude below
-#   the float16 maximum.
+#   error $\delta$ into a relative weight error of about $\delta$. The last printed line gives
+#   the range of the largest logits at which the error first exceeds the tolerance, and how far
+#   below the float16 maximum they are.
 # - **Overflow** hits the unscaled logits first, and the naive order (scale after the product)
 #   overflows at the same $g$ as no scaling at all, because the float16 product overflows before
 #   the scale is applied. Scaling $q$ first (what the library does, and the fix in
@@ -139,7 +146,7 @@ for label in error:
 #   the soft-cap never overflows, and whether its capped logits lose resolution depends on how
 #   close to the cap they get (see its printed row).
 # - Which $g$ a real model reaches depends on training; the point is the order of events:
-#   accuracy is lost at logits of tens, overflow needs tens of thousands.
+#   accuracy is lost at the printed logits, far below the float16 maximum that overflow needs.
 #
 # ## The math
 #

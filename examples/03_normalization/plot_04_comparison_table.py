@@ -37,7 +37,11 @@ VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
 # Each strategy gets the same projection weights (same seed), except T5's folded init, which
 # re-initialises $W_q$ and $W_k$. Cost is the median forward+backward time of one
 # [MultiHeadAttention][attnscale.MultiHeadAttention] call relative to $1/\sqrt{d_k}$, measured
-# round-robin so that all strategies see the same machine load.
+# round-robin so that all strategies see the same machine load. That time is measured on the
+# 2-core CPU that builds this site, at a small batch and length: it says little about a GPU,
+# where fused attention kernels hide element-wise work on $q$ and $k$ behind memory traffic.
+# The "extra params / FLOPs" column, counted per head from the formulas, carries over to any
+# hardware; read the measured time as this machine's, not as a GPU estimate.
 
 # %%
 torch.manual_seed(SEED)
@@ -165,7 +169,7 @@ headers = [
     "H/ln n @ init",
     f"H/ln n @ g={GAIN:g}",
     f"max abs logit @ g={GAIN:g}",
-    "cost vs 1/√d_k",
+    "CPU time vs 1/√d_k (this machine)",
 ]
 rows = []
 for label, static in STATIC.items():
@@ -222,10 +226,12 @@ table
 # %%
 # ## Reading the table
 #
-# - **Only the normalising techniques bound the logits whatever the weights do.** QK-LayerNorm,
-#   QK-RMSNorm and cosine attention keep the entropy under weight growth where it was at
-#   initialisation; every fixed or learned multiplier (no scale, $1/\sqrt{d_k}$, $1/d_k$, the
-#   learnable temperature, T5's folded init) only sets where the logits start.
+# - **Only the normalising techniques bound the logits whatever the projection weights do.**
+#   QK-LayerNorm, QK-RMSNorm and cosine attention keep the entropy under weight growth where it
+#   was at initialisation; every fixed or learned multiplier (no scale, $1/\sqrt{d_k}$, $1/d_k$,
+#   the learnable temperature, T5's folded init) only sets where the logits start. Their bound is
+#   in terms of their own learnable parameters: $\sqrt{d_k}$ times the gains for QK-norm, the
+#   logit scale (clamped at 100, as in Swin V2) for cosine; training can move both.
 # - **The soft-cap bounds the logits, not the attention**: its largest logit stays below the cap,
 #   but with $c = 50$ the attention can still be one-hot.
 # - **Initialisation is not a run-time control.** The article says good initialisation gives

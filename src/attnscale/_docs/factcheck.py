@@ -28,7 +28,7 @@ from ..theory import init_projection_variance
 from ..training import TrainingResult
 from . import experiments
 
-__all__ = ["VERDICTS", "ClaimCheck", "check_claims"]
+__all__ = ["PAGE_TITLES", "VERDICTS", "ClaimCheck", "check_claims"]
 
 #: The three verdicts a check can return.
 VERDICTS = ("holds", "holds only partly", "false")
@@ -68,6 +68,25 @@ class ClaimCheck:
 
 
 _GALLERY = "generated/gallery/"
+
+#: The title of every guide page a claim links to (the page's own heading), by ``page``.
+PAGE_TITLES: dict[str, str] = {
+    _GALLERY + "01_variance/plot_01_variance_growth/": "The variance of q·k grows with d_k",
+    _GALLERY + "01_variance/plot_02_beyond_assumptions/": "Beyond the textbook assumptions",
+    _GALLERY + "02_softmax/plot_01_shift_vs_scale/": (
+        "Shift versus scale: what actually sharpens a softmax"
+    ),
+    _GALLERY + "02_softmax/plot_03_softmax_gradient/": (
+        "The gradient through softmax: rise, peak, collapse"
+    ),
+    _GALLERY + "03_normalization/plot_02_weight_growth/": (
+        "Under weight growth: which strategies bound the logits?"
+    ),
+    _GALLERY + "04_training/plot_01_article_experiment/": (
+        "The article's experiment, reproduced over seeds"
+    ),
+    _GALLERY + "05_debugging/": "Debugging checklist",
+}
 
 
 def _check_1_1(gen: torch.Generator) -> ClaimCheck:
@@ -133,7 +152,9 @@ def _check_2_1(gen: torch.Generator) -> ClaimCheck:
         "2.1",
         "Adding a constant to the logits (case 1 → case 2 → case 3) makes the softmax sharper.",
         "false" if spread < 1e-6 else "holds",
-        f"All three cases give the same probabilities (largest difference {spread:.1e}), "
+        "All three cases give the same probabilities ("
+        + ("identical to the last bit" if spread == 0 else f"largest difference {spread:.1e}")
+        + "), "
         f"max probability {nums['p_max']:.4f} and entropy {nums['entropy']:.4f} nats: "
         "softmax ignores a shift. Multiplying the logits is what sharpens it.",
         "false if the three outputs agree to 1e-6",
@@ -200,7 +221,7 @@ def _check_3_2(gen: torch.Generator) -> ClaimCheck:
         f"normalised attention entropy from {nums['sqrt_g1']:.2f} to {nums['sqrt_g10']:.2f}; "
         f"QK-LayerNorm, missing from the table, keeps it at {nums['qknorm_g10']:.2f}.",
         "partly if weight growth collapses scaled attention (entropy halves) while QK-norm does not",
-        _GALLERY + "03_normalization/",
+        _GALLERY + "03_normalization/plot_02_weight_growth/",
         nums,
     )
 
@@ -309,12 +330,13 @@ def _check_5_3(gen: torch.Generator) -> ClaimCheck:
         manual = F.scaled_dot_product_attention(q, k, v)  # default scale 1/sqrt(head_dim)
         manual = mha.out_proj(manual.transpose(1, 2).reshape(2, 10, embed))
     err = (out - manual).abs().max().item()
+    same = "equals SDPA's default exactly" if err == 0 else f"differs from SDPA's by {err:.1e}"
     return ClaimCheck(
         "5.3",
         "nn.MultiheadAttention has a sqrt(d_k) parameter.",
         "false" if not has_param else "holds",
         f"Its constructor takes {len(params)} arguments, none of them a scale; it divides by "
-        f"\\(\\sqrt{{\\text{{head dim}}}}\\) internally (matches SDPA's default to {err:.1e}).",
+        f"\\(\\sqrt{{\\text{{head dim}}}}\\) internally: its output {same}.",
         "false if no constructor argument names a scale",
         _GALLERY + "05_debugging/",
         {"max_difference": err, "n_params": float(len(params))},
