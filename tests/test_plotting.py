@@ -182,3 +182,32 @@ def test_figures_use_the_style_and_the_strategy_table(script: Path) -> None:
     # a strategy's snake_case name as a legend label means the table was bypassed
     for name in attnscale.SCALING_STRATEGIES:
         assert not re.search(rf"label=[\"']{name}[\"']", text), name
+
+
+def _fp16_report(growth: float) -> attnscale.MonitorReport:
+    """A monitor report of float16 attention whose raw product overflows for large growth."""
+    gen = torch.Generator().manual_seed(0)
+    q, k = (growth * torch.randn(2, 1, 2, 8, 64, generator=gen)).half()
+    with attnscale.AttentionMonitor() as monitor:
+        torch.softmax((q @ k.transpose(-2, -1)) * 0.125, dim=-1)
+    return monitor.report()
+
+
+def test_monitor_summary_is_a_dot_plot_with_overflow_at_the_edge() -> None:
+    reports = {"small": _fp16_report(2.0), "overflowed": _fp16_report(100.0)}
+    assert reports["overflowed"].records[0].last.max_abs_qk == float("inf")
+    ax = attnscale.plot_monitor_summary(
+        reports, metric="max_abs_qk", log=True, marks={"float16 max": 65504.0}
+    )
+    assert not ax.patches  # no bars
+    dots = [c.get_offsets() for c in ax.collections]
+    finite, edge = (np.asarray(d) for d in dots)
+    small = reports["small"].records[0].last.max_abs_qk
+    np.testing.assert_allclose(finite, [[small, 1.0]])  # rows top to bottom: y 1, 0
+    assert edge[0, 0] == ax.get_xlim()[1] and edge[0, 1] == 0.0
+    assert [t.get_text() for t in ax.texts] == ["inf"]
+    assert ax.get_legend().get_texts()[0].get_text() == "float16 max"
+    assert ax.get_xlim()[0] < small < 65504.0 < ax.get_xlim()[1]
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="positive"):
+        attnscale.plot_monitor_summary(reports, metric="max_abs_qk", log=True, marks={"m": 0.0})

@@ -81,12 +81,23 @@ for mode in ("correct", "none", "d_model", "double"):
 # ## What the monitor measured
 #
 # The figure shows, per variant, the within-row standard deviation of the logits that enter the
-# softmax. The correct layer sits in the middle; no scale widens the logits by about
-# $\sqrt{d_\text{head}}$, the other two bugs compress them toward uniform attention.
+# softmax. The correct layer sits in the middle, on the dashed line: with PyTorch's default
+# `nn.Linear` init the queries and keys have variance $1/3$, so correctly scaled logits have a
+# standard deviation near $1/3$, not 1 (a correct reading, not a bug). No scale widens the
+# logits by about $\sqrt{d_\text{head}}$; the other two bugs compress them toward uniform
+# attention.
 
+var_q = attnscale.init_projection_variance("default", D_MODEL, D_MODEL)
+moments = attnscale.scaled_dot_product_moments(D_MODEL // HEADS, var_q=var_q, var_k=var_q)
+expected = math.sqrt(moments.variance)
 fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
 plotting.plot_monitor_summary(
-    reports, metric="logit_std", ax=ax, xlabel="within-row logit std", log=True
+    reports,
+    metric="logit_std",
+    ax=ax,
+    xlabel="within-row logit std",
+    log=True,
+    marks={f"expected with nn.Linear's default init: {expected:.2f}": expected},
 )
 ax.set_title("Logit spread per planted scale bug (hand-written attention)")
 

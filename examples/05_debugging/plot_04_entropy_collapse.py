@@ -17,6 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnscale import AttentionMonitor, plotting
+from attnscale._docs.figures import one_legend
 from attnscale._docs.style import use_style
 
 use_style()
@@ -58,16 +59,17 @@ runs = {lr: train(lr) for lr in LEARNING_RATES}
 # ## Entropy and the largest logit against step
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3), layout="constrained")
-for lr, (monitor, _) in runs.items():
+for i, (lr, (monitor, _)) in enumerate(runs.items()):
     report = monitor.report()
+    run = {"color": f"C{i}", "label": f"lr {lr:g}", "legend": False}  # one colour per rate
     plotting.plot_monitor_series(
-        report, metric="normalized_entropy", ax=ax1, ylabel="entropy / log n"
+        report, metric="normalized_entropy", ax=ax1, ylabel="entropy / ln n", **run
     )
-    plotting.plot_monitor_series(report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|")
-    ax1.lines[-1].set_label(f"lr {lr:g}")
-    ax2.lines[-1].set_label(f"lr {lr:g}")
-ax1.legend(frameon=False)
+    plotting.plot_monitor_series(
+        report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|", **run
+    )
 ax2.set_yscale("log")
+one_legend(fig)
 fig.suptitle("Attention entropy and largest logit during training, two learning rates")
 
 # %%

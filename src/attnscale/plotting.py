@@ -115,6 +115,8 @@ def plot_monitor_series(
     where: Sequence[str] | None = None,
     ylabel: str | None = None,
     legend: bool = True,
+    color: str | None = None,
+    label: str | None = None,
 ) -> Axes:
     """Plot one statistic of an [AttentionMonitor][attnscale.AttentionMonitor] report against step.
 
@@ -133,6 +135,12 @@ def plot_monitor_series(
         Label of the y axis (default: the metric's name).
     legend : bool
         Draw a legend (one entry per call site) when there are several sites.
+    color : str, optional
+        One colour for every line of this report (to tell several reports apart on one axes);
+        default: one colour per call site.
+    label : str, optional
+        Legend label of this report's lines, followed by the call site when there are several;
+        default: the call site.
 
     Returns
     -------
@@ -157,7 +165,10 @@ def plot_monitor_series(
     ax = new_axes(ax)
     for i, rec in enumerate(records):
         values = [np.nan if v is None else float(v) for v in rec.values(metric)]
-        ax.plot(np.arange(len(values)), values, color=cycle_colour(i), label=rec.where)
+        name = rec.where if label is None else label
+        if label is not None and len(records) > 1:
+            name = f"{label}: {rec.where}"
+        ax.plot(np.arange(len(values)), values, color=color or cycle_colour(i), label=name)
     ax.set_xlabel("step (call number)")
     ax.set_ylabel(ylabel or metric.replace("_", " "))
     if legend and len(records) > 1:
@@ -172,10 +183,14 @@ def plot_monitor_summary(
     ax: Axes | None = None,
     xlabel: str | None = None,
     log: bool = False,
+    marks: Mapping[str, float] | None = None,
 ) -> Axes:
-    """Horizontal bars comparing one statistic's last value across several reports.
+    """A dot plot of one statistic's last value across several reports.
 
-    Each report contributes one bar per call site, labelled ``name: where``.
+    Each report contributes one row per call site, labelled ``name: where``. Dots, not bars: on
+    a logarithmic axis the length of a bar means nothing. A value that overflowed (``+inf``) is
+    drawn at the right edge of the axis as a triangle labelled "inf"; a missing or NaN value as
+    a cross at the left edge labelled "n/a".
 
     Parameters
     ----------
@@ -189,6 +204,8 @@ def plot_monitor_summary(
         Label of the x axis (default: the metric's name).
     log : bool
         Use a logarithmic x axis.
+    marks : Mapping[str, float], optional
+        Reference values, e.g. what a correct model gives, drawn as labelled dashed lines.
 
     Returns
     -------
@@ -197,7 +214,8 @@ def plot_monitor_summary(
     Raises
     ------
     ValueError
-        If ``metric`` is unknown or there is nothing to draw.
+        If ``metric`` is unknown, there is nothing to draw, or ``log`` is set and a value or mark
+        is not positive.
     """
     from .monitor import AttentionStats
 
@@ -209,15 +227,50 @@ def plot_monitor_summary(
         for rec in report.records:
             v = getattr(rec.last, metric)
             labels.append(name if len(report.records) == 1 else f"{name}: {rec.where}")
-            values.append(np.nan if v is None or not np.isfinite(v) else float(v))
+            values.append(np.nan if v is None else float(v))
     if not labels:
         raise ValueError("reports must contain at least one record")
+    x = np.array(values)
+    finite = x[np.isfinite(x)]
+    refs = dict(marks or {})
+    shown = np.concatenate([finite, np.array(list(refs.values()), dtype=float)])
+    if log and (shown <= 0).any():
+        raise ValueError(f"log=True needs positive values and marks, got {shown[shown <= 0]}")
     ax = new_axes(ax, (6.4, 0.45 * len(labels) + 1.2))
     y = np.arange(len(labels))[::-1]
-    ax.barh(y, values, color=[cycle_colour(i) for i in range(len(labels))])
-    ax.set_yticks(y, labels)
+    colours = [cycle_colour(i) for i in range(len(labels))]
     if log:
         ax.set_xscale("log")
+    if shown.size:
+        lo, hi = shown.min(), shown.max()
+        if log:
+            ax.set_xlim(lo / 2, hi * 2)
+        else:
+            pad = 0.1 * (hi - lo) or 0.1 * abs(hi) or 1.0
+            ax.set_xlim(lo - pad, hi + pad)
+    ax.grid(axis="y", alpha=0.4)
+    ok = np.isfinite(x)
+    ax.scatter(x[ok], y[ok], c=[c for c, good in zip(colours, ok, strict=True) if good], zorder=3)
+    left, right = ax.get_xlim()
+    for yi, xi, colour in zip(y, x, colours, strict=True):
+        if np.isfinite(xi):
+            continue
+        edge, marker, text, ha = (
+            (right, ">", "inf", "right") if xi == np.inf else (left, "x", "n/a", "left")
+        )
+        ax.scatter([edge], [yi], marker=marker, color=colour, zorder=3, clip_on=False)
+        ax.annotate(
+            text, (edge, yi), xytext=(0, 7), textcoords="offset points", ha=ha, fontsize="small"
+        )
+    for k, (label, value) in enumerate(refs.items()):
+        ax.axvline(
+            value, color="0.35", linestyle=("--", ":", "-.")[k % 3], linewidth=1, label=label
+        )
+    if refs:
+        ax.legend(loc="best", fontsize="small")
+    ax.set_xlim(left, right)
+    ax.set_yticks(y, labels)
+    ax.set_ylim(y.min() - 0.6, y.max() + 0.6)
     ax.set_xlabel(xlabel or metric.replace("_", " "))
     return ax
 
