@@ -660,6 +660,12 @@ class _VmapStack(_Stack):
 _SIMPLE_WEIGHTS = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "out_proj.weight")
 
 
+def _bilinear_is_cheaper(d_model: int, d_k: int, tokens: int) -> bool:
+    """Whether logits through alpha W_q^T W_k, d_model^2 (d_k + tokens) multiply-adds per model,
+    cost less than through the queries and keys, 2 tokens d_model d_k."""
+    return d_model * (d_k + tokens) < 2 * tokens * d_k
+
+
 class _SimpleStack(_Stack):
     """SimpleAttentionModels whose logits are a constant times q . k (``strategy.constant_scale``).
 
@@ -695,10 +701,8 @@ class _SimpleStack(_Stack):
         models, batch, length, d_model = x.shape
         w_q, w_k, w_v, w_o = (self.params[k] for k in _SIMPLE_WEIGHTS)
         tokens = x.reshape(models, batch * length, d_model)
-        n = batch * length
-        if d_model * (self.d_k + n) < 2 * n * self.d_k:
-            # q . k = x_i W_q^T W_k x_j^T. Through the (d_model, d_model) matrix alpha W_q^T W_k
-            # the logits cost d_model^2 (d_k + n) multiply-adds, q and k 2 n d_model d_k.
+        if _bilinear_is_cheaper(d_model, self.d_k, batch * length):
+            # q . k = x_i W_q^T W_k x_j^T, through the (d_model, d_model) matrix alpha W_q^T W_k.
             bilinear = (w_q.transpose(1, 2) * self.scale.view(-1, 1, 1)) @ w_k  # (models, d, d)
             xm = torch.bmm(tokens, bilinear).view(models, batch, length, d_model)
             logits = xm @ x.transpose(-2, -1)  # (models, batch, L, L)
