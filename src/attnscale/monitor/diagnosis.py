@@ -20,7 +20,7 @@ GUIDE_PAGES = {
     "scale-mismatch": "plot_01_scale_bugs/",
     "large-logits": "plot_02_soft_cap/",
     "entropy-collapse": "plot_04_entropy_collapse/",
-    "masked-rows": "plot_05_checklist/",
+    "masked-rows": "plot_08_masking/",
     "non-finite": "plot_03_fp16_overflow/",
     "fp16-overflow-risk": "plot_03_fp16_overflow/",
     "no-attention": "plot_05_checklist/",
