@@ -96,3 +96,37 @@ def test_validation_types_and_degenerate():
         asc.init_projection_variance("orthogonal", 8, 8)
     with pytest.raises(ValueError, match="d_in"):
         asc.init_projection_variance("lecun", 0, 8)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_logit_resolution_is_the_gap_to_the_next_float(dtype: torch.dtype) -> None:
+    info = torch.finfo(dtype)
+    gen = torch.Generator().manual_seed(0)
+    # magnitudes from below the smallest normal number to near the largest finite one
+    exponents = torch.empty(2000, dtype=torch.float64).uniform_(
+        math.log2(info.smallest_normal) - 4, math.log2(info.max) - 1, generator=gen
+    )
+    values = (2.0**exponents).to(dtype)  # representable by construction
+    up = torch.nextafter(values, torch.full_like(values, math.inf)) - values
+    for value, gap in zip(values.tolist(), up.tolist(), strict=True):
+        assert asc.logit_resolution(value, dtype) == gap
+        assert asc.logit_resolution(-value, dtype) == gap
+
+
+def test_logit_resolution_bfloat16_is_eight_times_float16() -> None:
+    for logit in (0.7, 1.0, 30.0, 300.0, 60000.0):
+        ratio = asc.logit_resolution(logit, torch.bfloat16) / asc.logit_resolution(logit, torch.float16)
+        assert ratio == 8.0
+
+
+def test_logit_resolution_bad_input() -> None:
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        asc.logit_resolution(1.0, torch.int32)
+    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+        asc.logit_resolution(1.0, "float16")
+    with pytest.raises(ValueError, match="logit must be finite"):
+        asc.logit_resolution(math.inf, torch.float32)
+    with pytest.raises(ValueError, match="logit must be at most 65504 in magnitude"):
+        asc.logit_resolution(1e5, torch.float16)
+    with pytest.raises(TypeError, match="logit must be a real number"):
+        asc.logit_resolution("1", torch.float32)

@@ -52,6 +52,7 @@ from .theory import (
     Moments,
     dot_product_moments,
     init_projection_variance,
+    logit_resolution,
     scaled_dot_product_moments,
     unit_variance_scale,
 )
@@ -123,6 +124,7 @@ __all__ = [
     "gaussian_logit_entropy",
     "init_projection_variance",
     "logit_gradient",
+    "logit_resolution",
     "make_model",
     "make_strategy",
     "make_task",

@@ -1,4 +1,4 @@
-r"""Closed-form moments of attention scores.
+r"""Closed forms: the moments of attention scores, and the resolution of a logit in a float format.
 
 For a query $q$ and key $k$ in $\mathbb{R}^{d_k}$ the raw score is
 $s = q \cdot k = \sum_{i=1}^{d_k} q_i k_i$. When the pairs $(q_i, k_i)$ are
@@ -13,12 +13,15 @@ import math
 from fractions import Fraction
 from typing import NamedTuple
 
+import torch
+
 from . import _checks
 
 __all__ = [
     "Moments",
     "dot_product_moments",
     "init_projection_variance",
+    "logit_resolution",
     "scaled_dot_product_moments",
     "unit_variance_scale",
 ]
@@ -325,3 +328,50 @@ def init_projection_variance(init: str, d_in: int, d_out: int) -> float:
     if init == "kaiming_uniform":
         return 2.0
     return 1.0
+
+
+def logit_resolution(logit: float, dtype: torch.dtype) -> float:
+    r"""The spacing of ``dtype``'s representable numbers at the magnitude of ``logit``.
+
+    A float format with $m$ explicit mantissa bits stores numbers in $[2^e, 2^{e+1})$ with a
+    spacing of $2^{e-m}$, so rounding a logit $\ell$ to it moves it by up to half of
+    $\mathrm{eps} \cdot 2^{\lfloor \log_2 |\ell| \rfloor}$ ($\mathrm{eps} = 2^{-m}$; below the
+    smallest normal number the spacing stays at its value there). Softmax turns an absolute
+    logit error $\delta$ into a relative weight error of about $\delta$, so this spacing is the
+    attention weights' resolution. float16 has $m = 10$, bfloat16 $m = 7$: at the same logit,
+    bfloat16's spacing is 8 times float16's.
+
+    Parameters
+    ----------
+    logit : float
+        A finite logit (its sign does not matter).
+    dtype : torch.dtype
+        A floating-point dtype, e.g. ``torch.bfloat16``.
+
+    Returns
+    -------
+    float
+        The distance from $|\ell|$'s binade start to the next representable number.
+
+    Raises
+    ------
+    TypeError
+        If ``dtype`` is not a floating-point ``torch.dtype`` or ``logit`` is not a real number.
+    ValueError
+        If ``logit`` is not finite or beyond the largest finite value of ``dtype``.
+
+    Examples
+    --------
+    >>> logit_resolution(100.0, torch.float16), logit_resolution(100.0, torch.bfloat16)
+    (0.0625, 0.5)
+    """
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise TypeError(f"dtype must be a floating-point torch.dtype, got {dtype!r}")
+    value = abs(_checks.finite_float(logit, "logit"))
+    info = torch.finfo(dtype)
+    if value > info.max:
+        raise ValueError(
+            f"logit must be at most {info.max:g} in magnitude for {dtype}, got {logit!r}"
+        )
+    exponent = math.frexp(max(value, info.smallest_normal))[1] - 1  # floor(log2 |logit|)
+    return math.ldexp(info.eps, exponent)

@@ -197,6 +197,10 @@ SEARCHES = {
     "entropy": "02_softmax",
     "QK-norm": "03_normalization",
     "monitor": "05_debugging",
+    "mask": "05_debugging/plot_08_masking",
+    "bf16": "03_normalization/plot_06_bfloat16",
+    "FlexAttention": "05_debugging/plot_07_knobs_in_real_code",
+    "additive": "03_normalization/plot_05_additive_attention",
 }
 
 
