@@ -211,3 +211,25 @@ def test_monitor_summary_is_a_dot_plot_with_overflow_at_the_edge() -> None:
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="positive"):
         attnscale.plot_monitor_summary(reports, metric="max_abs_qk", log=True, marks={"m": 0.0})
+
+
+def test_threshold_dots_keep_equal_values_apart_and_show_unreached_at_the_edge() -> None:
+    thresholds = {
+        "a": {"lost": 10.0, "overflow": 10.0},  # equal: must not hide each other
+        "b": {"lost": 3.0, "overflow": None},
+    }
+    ax = figures.plot_threshold_dots(thresholds, xlim=(1.0, 100.0), xlabel="g")
+    assert not ax.patches  # dots, no bars
+    lost, overflow, unreached = (np.asarray(c.get_offsets()) for c in ax.collections)
+    assert lost[:, 0].tolist() == [10.0, 3.0]
+    assert overflow[:, 0].tolist() == [10.0]
+    assert lost[0, 1] != overflow[0, 1]  # same x, drawn at different heights
+    assert 100.0 < unreached[0, 0] < ax.get_xlim()[1]  # beyond the measured range, inside axes
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == ["lost", "overflow", "overflow: not reached by 100"]
+    plt.close(ax.figure)
+    with pytest.raises(ValueError, match="within xlim"):
+        figures.plot_threshold_dots({"a": {"lost": 500.0}}, xlim=(1.0, 100.0))
+    with pytest.raises(ValueError, match="same kinds"):
+        figures.plot_threshold_dots({"a": {"x": 1.0}, "b": {"y": 1.0}}, xlim=(1.0, 100.0))

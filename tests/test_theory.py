@@ -115,14 +115,16 @@ def test_logit_resolution_is_the_gap_to_the_next_float(dtype: torch.dtype) -> No
 
 def test_logit_resolution_bfloat16_is_eight_times_float16() -> None:
     for logit in (0.7, 1.0, 30.0, 300.0, 60000.0):
-        ratio = asc.logit_resolution(logit, torch.bfloat16) / asc.logit_resolution(logit, torch.float16)
+        ratio = asc.logit_resolution(logit, torch.bfloat16) / asc.logit_resolution(
+            logit, torch.float16
+        )
         assert ratio == 8.0
 
 
 def test_logit_resolution_bad_input() -> None:
-    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+    with pytest.raises(TypeError, match=r"dtype must be a floating-point torch\.dtype"):
         asc.logit_resolution(1.0, torch.int32)
-    with pytest.raises(TypeError, match="dtype must be a floating-point torch.dtype"):
+    with pytest.raises(TypeError, match=r"dtype must be a floating-point torch\.dtype"):
         asc.logit_resolution(1.0, "float16")
     with pytest.raises(ValueError, match="logit must be finite"):
         asc.logit_resolution(math.inf, torch.float32)

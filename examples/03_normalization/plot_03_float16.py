@@ -14,8 +14,7 @@ import numpy as np
 import torch
 
 import attnscale
-from attnscale._docs import style
-from attnscale.plotting import plot_strategy_curves
+from attnscale._docs import figures, style
 
 style.use_style()
 
@@ -29,15 +28,17 @@ TOLERANCE = 0.01  # "resolution lost": some attention weight off by more than th
 FP16_MAX = float(torch.finfo(torch.float16).max)
 VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
-NAIVE = "inverse_sqrt, scaled after QKᵀ"  # the bug class: scale applied to the fp16 product
+NAIVE = "inverse_sqrt after fp16 QKᵀ"  # the bug class: scale applied to the fp16 product
 
 # %%
-# ## Attention-weight error in float16 against the weight scale
+# ## Where float16 loses accuracy, and where it overflows
 #
-# Each curve is the largest absolute difference between float16 and float64 attention weights.
-# The extra curve computes $q k^\top$ in float16 first and multiplies by $1/\sqrt{d_k}$ afterwards,
-# the order that overflows in several real code bases; the library scales $q$ first. Points where
-# the float16 result is not finite are drawn at 1.
+# For each strategy, $W_q$ and $W_k$ are multiplied by $g$ (from 1 to 100), the attention is
+# computed in float16 and compared with float64. Two thresholds per strategy: the first $g$ at
+# which some attention weight is off by more than the tolerance, and the first $g$ at which a
+# float16 logit or weight is not finite. The extra row computes $q k^\top$ in float16 first
+# and multiplies by $1/\sqrt{d_k}$ afterwards, the order that overflows in several real code
+# bases; the library scales $q$ first.
 
 # %%
 print(f"float16 max = {FP16_MAX:.0f}, machine epsilon = {torch.finfo(torch.float16).eps:.2e}")
@@ -88,19 +89,23 @@ with torch.no_grad():
             logits16 = (q16 @ k16.transpose(-2, -1)) * mha.head_dim**-0.5  # (g*b, h, n, n)
             record(NAIVE, logits16, torch.softmax(logits16.float(), dim=-1), ref)
 
-fig, ax = plt.subplots(figsize=(7, 4), layout="constrained")
-plot_strategy_curves(
-    GAINS,
-    error,
-    ax=ax,
-    xlabel="weight scale $g$",
-    ylabel="max |weight error| (fp16 vs fp64)",
-    logy=True,
-    hline=TOLERANCE,
-    **style.strategy_kwargs(),
-    legend=True,
+names = style.labels(error) | {NAIVE: r"$1/\sqrt{d_k}$ after the fp16 $QK^\top$"}
+first_bad = {label: np.nonzero(np.array(error[label]) > TOLERANCE)[0] for label in error}
+thresholds = {
+    names.get(label, label): {
+        f"a weight off by more than {TOLERANCE}": (
+            float(GAINS[first_bad[label][0]]) if first_bad[label].size else None
+        ),
+        "a logit or weight not finite": overflow.get(label),
+    }
+    for label in error
+}
+fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
+figures.plot_threshold_dots(
+    thresholds, xlim=(float(GAINS[0]), float(GAINS[-1])), ax=ax, xlabel="weight scale $g$"
 )
-ax.set_title("Float16 attention-weight error as W_q, W_k grow (1 = overflow)")
+ax.set_title("First weight scale $g$ at which float16 attention goes wrong")
+fig.legend(loc="outside lower center", ncols=2, fontsize=8)
 
 # %%
 # ## Measured thresholds

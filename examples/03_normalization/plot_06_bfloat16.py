@@ -133,7 +133,9 @@ bf, fp, naive = pipelines
 print(f"bf16 / float16 mass moved at sigma 1: {error[bf][0] / error[fp][0]:.1f}")
 peak = max(range(len(SIGMAS)), key=lambda i: error[bf][i])
 print(f"bf16 logits: the error peaks at sigma = {SIGMAS[peak]:g} ({error[bf][peak]:.1e})")
-print(f"bf16 softmax / float32 softmax, mass moved at sigma 1: {error[naive][0] / error[bf][0]:.1f}")
+print(
+    f"bf16 softmax / float32 softmax, mass moved at sigma 1: {error[naive][0] / error[bf][0]:.1f}"
+)
 for name in pipelines:
     print(f"{name:<32} median |sum of weights - 1| at sigma 1: {sum_error[name][0]:.1e}")
 

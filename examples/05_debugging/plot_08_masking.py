@@ -105,7 +105,7 @@ for dtype in (torch.float32, torch.float16):
         w = handwritten(qs, ks, fill)
         live = allowed.any(dim=-1)  # (q,) rows with a valid key
         diff = (w - reference)[..., live, :].abs().max().item()
-        print(f"{str(dtype):<14} fill {name:<10} rows with a valid key: max |w - w(-inf)| = {diff}")
+        print(f"{dtype!s:<14} fill {name:<10} rows with a valid key: max |w - w(-inf)| = {diff}")
 
 # %%
 # ## Rows with no valid key

@@ -30,6 +30,7 @@ __all__ = [
     "plot_score_histograms",
     "plot_strategy_bars",
     "plot_theory_vs_measured",
+    "plot_threshold_dots",
     "plot_variance_vs_dk",
 ]
 
@@ -615,4 +616,86 @@ def plot_loss_grid(
     ax.set_xticks(range(shape[1]), cols)
     ax.set_yticks(range(shape[0]), rows)
     ax.figure.colorbar(image, ax=ax, label=colorbar_label)
+    return ax
+
+
+def plot_threshold_dots(
+    thresholds: Mapping[str, Mapping[str, float | None]],
+    *,
+    xlim: tuple[float, float],
+    ax: Axes | None = None,
+    xlabel: str = "value",
+) -> Axes:
+    """A dot chart of where each row crosses each of several thresholds, on a log axis.
+
+    One row per key of ``thresholds``; each threshold kind has its own marker and colour and is
+    drawn slightly above or below the row's line, so equal values do not hide each other. A
+    threshold that was not reached (``None``) is drawn as a hollow triangle at the right edge.
+
+    Parameters
+    ----------
+    thresholds : Mapping[str, Mapping[str, float or None]]
+        ``{row label: {threshold kind: value or None}}``; every row has the same kinds.
+    xlim : tuple of float
+        The measured range (positive); values outside it are errors.
+    ax : matplotlib.axes.Axes, optional
+        Axes to draw on.
+    xlabel : str
+        Label of the x axis.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If there are no rows, rows have different kinds, or a value is outside ``xlim``.
+    """
+    rows = list(thresholds)
+    if not rows:
+        raise ValueError("thresholds must have at least one row")
+    kinds = list(thresholds[rows[0]])
+    if any(list(thresholds[r]) != kinds for r in rows):
+        raise ValueError("every row of thresholds must have the same kinds, in the same order")
+    lo, hi = xlim
+    if not 0 < lo < hi:
+        raise ValueError(f"xlim must be (low, high) with 0 < low < high, got {xlim}")
+    ax = new_axes(ax, (6.4, 0.4 * len(rows) + 1.4))
+    ax.set_xscale("log")
+    ax.set_xlim(lo / 1.25, hi * 1.7)
+    edge = hi * 1.3  # where "not reached" is drawn, beyond the end of the measured range
+    ax.axvline(hi, color="0.5", linestyle=":", linewidth=1)
+    y = np.arange(len(rows))[::-1]
+    offsets = np.linspace(0.15, -0.15, len(kinds)) if len(kinds) > 1 else [0.0]
+    for k, (kind, dy) in enumerate(zip(kinds, offsets, strict=True)):
+        colour, marker = cycle_colour(k), "os^D"[k % 4]
+        reached = [(yi, thresholds[r][kind]) for yi, r in zip(y, rows, strict=True)]
+        xs = [v for _, v in reached if v is not None]
+        if any(not lo <= v <= hi for v in xs):
+            raise ValueError(f"{kind}: values must lie within xlim {xlim}, got {xs}")
+        ax.scatter(
+            xs,
+            [yi + dy for yi, v in reached if v is not None],
+            color=colour,
+            marker=marker,
+            label=kind,
+            zorder=3,
+        )
+        missing = [yi + dy for yi, v in reached if v is None]
+        if not missing:
+            continue
+        ax.scatter(
+            [edge] * len(missing),
+            missing,
+            marker=">",
+            facecolors="none",
+            edgecolors=colour,
+            label=f"{kind}: not reached by {hi:g}",
+            zorder=3,
+        )
+    ax.set_yticks(y, rows)
+    ax.set_ylim(y.min() - 0.6, y.max() + 0.6)
+    ax.grid(axis="y", alpha=0.4)
+    ax.set_xlabel(xlabel)
     return ax
