@@ -78,8 +78,8 @@ sigma_default = attnscale.scaled_dot_product_moments(D_K, var_q=var_default, var
 marks = {
     "scaled, default init": sigma_default,
     "scaled, unit variance": 1.0,
-    f"unscaled, d_k = {D_K}": math.sqrt(D_K),
-    "unscaled, d_k = 1024": math.sqrt(1024),
+    f"unscaled, $d_k = {D_K}$": math.sqrt(D_K),
+    "unscaled, $d_k = 1024$": math.sqrt(1024),
 }
 for label, value in marks.items():
     print(f"{label:24s} sigma = {value:.3f}")
@@ -89,14 +89,14 @@ for label, value in marks.items():
 
 fig, (ax_j, ax_s) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
 plot_jacobian_norm_vs_sigma(SIGMAS, torch.stack([norms[s] for s in SIGMAS]), marks=marks, ax=ax_j)
-ax_j.set_title(f"Jacobian norm, n = {N}")
+ax_j.set_title(f"Jacobian norm, $n = {N}$")
 plot_saturation_vs_sigma(
     SIGMAS,
     {f"max p > {t}": [saturated[t][s] for s in SIGMAS] for t in THRESHOLDS},
     ax=ax_s,
 )
 ax_s.set_title("Saturated rows")
-fig.suptitle("Softmax Jacobian norm and saturation against the logit scale σ")
+fig.suptitle("Softmax Jacobian norm and saturation against the logit scale $\\sigma$")
 
 # %%
 # The mean norm (solid) rises with $\sigma$, peaks at the printed $\sigma$ and then falls.

@@ -44,7 +44,7 @@ print(f"            range [{scores.min():.1f}, {scores.max():.1f}]")
 rows = {f"T = {t:g}": attnscale.tempered_softmax(scores, t) for t in SHOW_T}
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
 plot_probability_rows(rows, ax=ax, xlabel="key $j$")
-ax.set_title(f"softmax(s / T) of one row of raw scores, n = {N}, d_k = {D_K}")
+ax.set_title(f"$\\mathrm{{softmax}}(s / T)$ of one row of raw scores, $n = {N}$, $d_k = {D_K}$")
 for t in SHOW_T:
     h = attnscale.softmax_entropy(scores, temperature=t).item()
     p_max = attnscale.max_probability(scores, temperature=t).item()
@@ -97,7 +97,9 @@ plot_entropy_vs_temperature(
     marks={"T = 1, unscaled": 1.0, "T = √d_k, scaled": math.sqrt(D_K)},
     ax=ax,
 )
-ax.set_title(f"Entropy of softmax(s / T) against temperature, n = {N}, d_k = {D_K}")
+ax.set_title(
+    f"Entropy of $\\mathrm{{softmax}}(s / T)$ against temperature, $n = {N}$, $d_k = {D_K}$"
+)
 for t in (1.0, math.sqrt(D_K)):
     h = attnscale.softmax_entropy(many_scores, temperature=t, normalized=True).mean().item()
     print(f"T = {t:4g}: mean normalised entropy over the rows = {h:.3f}")

@@ -32,6 +32,9 @@ VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
 #
 # The left panel shows the standard deviation of the logits, the right one the mean attention
 # entropy divided by its maximum $\ln n$ (1 means uniform attention over the $n$ keys, 0 one-hot).
+# Some strategies give the same or nearly the same logits at initialisation, so their curves
+# lie on top of each other and the figure shows fewer lines than the legend has entries: the
+# groups are printed below the figure.
 
 # %%
 torch.manual_seed(SEED)
@@ -79,6 +82,35 @@ plot_strategy_curves(
 # one legend for both panels, below them, clear of the curves
 fig.legend(*ax1.get_legend_handles_labels(), loc="outside lower center", ncol=4)
 fig.suptitle("Logit spread and attention entropy at initialisation, per strategy")
+
+# Curves that coincide at this figure's scale: within 10% of each other at every d_k, in both
+# panels (the largest gap in each group is printed).
+TOUCH = 0.1
+names = style.text_labels(VARIANTS)
+
+
+def gap(a: str, b: str) -> float:
+    """Largest relative difference of two strategies' curves, over both panels."""
+    return max(
+        abs(x - y) / abs(y)
+        for series in (logit_std, entropy)
+        for x, y in zip(series[a], series[b], strict=True)
+    )
+
+
+groups: list[list[str]] = []
+for label in VARIANTS:
+    home = next((g for g in groups if all(gap(label, m) <= TOUCH for m in g)), None)
+    if home is None:
+        groups.append([label])
+    else:
+        home.append(label)
+print(
+    f"{len(VARIANTS)} legend entries, {len(groups)} visibly distinct curves; on top of each other:"
+)
+for group in (g for g in groups if len(g) > 1):
+    largest = max(gap(a, b) for a in group for b in group if a != b)
+    print(f"  {', '.join(names[m] for m in group)} (largest gap {largest:.1%})")
 
 # %%
 # ## The numbers

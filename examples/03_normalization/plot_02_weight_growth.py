@@ -89,7 +89,7 @@ plot_strategy_curves(
 )
 # one legend for both panels, below them, clear of the curves
 fig.legend(*ax1.get_legend_handles_labels(), loc="outside lower center", ncol=4)
-fig.suptitle("Attention entropy and largest logit as W_q, W_k grow, per strategy")
+fig.suptitle("Attention entropy and largest logit as $W_q$, $W_k$ grow, per strategy")
 
 # %%
 # ## Measured thresholds

@@ -100,7 +100,7 @@ plot_strategy_bars(
     shown,
     [measured[v]["cost"] for v in labels],
     ax=ax1,
-    xlabel="time / time of 1/√d_k",
+    xlabel="time / time of $1/\\sqrt{d_k}$",
     reference=1.0,
 )
 plot_strategy_bars(

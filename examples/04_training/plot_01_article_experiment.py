@@ -107,11 +107,11 @@ plot_training_metric(
     ax=axes[2],
     ylabel="attention entropy (nats)",
     hline=math.log(SEQ_LEN),
-    hline_label="ln L: uniform attention",
+    hline_label="$\\ln L$: uniform attention",
     **style.strategy_kwargs(),
 )
 axes[2].set_title("attention entropy")
-fig.suptitle("Reconstruction, d_k = 64: scaled vs unscaled, 5 seeds")
+fig.suptitle(f"Reconstruction, $d_k = {D_K}$: scaled vs unscaled, {len(SEEDS)} seeds")
 one_legend(fig)
 plt.show()
 

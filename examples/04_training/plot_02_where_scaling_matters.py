@@ -121,7 +121,7 @@ for row, (d_k, res) in zip(axes, mean_runs.items(), strict=True):
         res,
         "loss",
         ax=row[0],
-        ylabel=f"loss, d_k={d_k}",
+        ylabel=f"loss, $d_k = {d_k}$",
         logy=True,
         hline=1 / SEQ_LEN,
         hline_label="predict 0",
@@ -133,7 +133,7 @@ for row, (d_k, res) in zip(axes, mean_runs.items(), strict=True):
         ax=row[1],
         ylabel="entropy (nats)",
         hline=math.log(SEQ_LEN),
-        hline_label="ln L: uniform attention",
+        hline_label="$\\ln L$: uniform attention",
         **style.strategy_kwargs(),
     )
     plot_training_metric(
@@ -204,7 +204,7 @@ print(
 # %%
 fig, axes = plt.subplots(1, 2, figsize=(7, 3.0), layout="constrained", sharex=True)
 plot_seed_bands(
-    grad_q, ax=axes[0], ylabel="gradient norm of W_q", logy=True, **style.strategy_kwargs()
+    grad_q, ax=axes[0], ylabel="gradient norm of $W_q$", logy=True, **style.strategy_kwargs()
 )
 plot_seed_bands(
     grad_rows,
@@ -215,7 +215,7 @@ plot_seed_bands(
 )
 axes[0].set_title("at the weights")
 axes[1].set_title("at the softmax input")
-fig.suptitle(f"Mean task, d_k = {d_k}: the two gradients, seed bands")
+fig.suptitle(f"Mean task, $d_k = {d_k}$: the two gradients, seed bands")
 one_legend(fig)
 plt.show()
 
@@ -282,7 +282,7 @@ for ax, task in zip(axes, ("reconstruction", "retrieval"), strict=True):
         res, "loss", ax=ax, ylabel="training loss (MSE)", logy=True, **style.strategy_kwargs()
     )
     ax.set_title(task)
-fig.suptitle(f"Tasks that want one-hot attention, d_k = {D_KS[-1]} (seed bands)")
+fig.suptitle(f"Tasks that want one-hot attention, $d_k = {D_KS[-1]}$ (seed bands)")
 one_legend(fig)
 plt.show()
 

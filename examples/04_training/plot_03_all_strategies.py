@@ -122,7 +122,7 @@ mean, std, framed = (
 columns = [f"{t}\nbest η" for t in TASKS] + [f"{t}\nη = {SHARED_LR:g}" for t in TASKS]
 fig, ax = plt.subplots(figsize=(7, 4.6), layout="constrained")
 plot_loss_grid(list(style.labels(STRATEGIES).values()), columns, mean, std, ax=ax, framed=framed)
-ax.set_title(f"Final loss of every strategy (d_k = {D_K}, {len(SEEDS)} seeds)")
+ax.set_title(f"Final loss of every strategy ($d_k = {D_K}$, {len(SEEDS)} seeds)")
 plt.show()
 
 # %%

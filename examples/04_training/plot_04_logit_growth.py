@@ -193,7 +193,7 @@ plot_seed_bands(
     xlabel="step",
     ylabel="attention entropy (nats)",
     hline=math.log(SEQ_LEN),
-    hline_label="ln L: uniform attention",
+    hline_label="$\\ln L$: uniform attention",
     **style.strategy_kwargs(),
 )
 fig.suptitle(f"Learning rate {top:g}: logits and entropy over training (seed bands)")

@@ -55,17 +55,18 @@ def one_legend(fig: Figure, *, ncols: int = 4) -> None:
 
 
 def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
-    """Labelled dashed vertical lines at the given x positions."""
+    """Grey vertical lines at the given x positions, named in the legend.
+
+    Grey, so they never share a colour with a curve or a band, and labelled in the legend rather
+    than by rotated text, which would sit on the curves and bands.
+    """
     for k, (label, value) in enumerate((marks or {}).items()):
-        ax.axvline(value, color=cycle_colour(k + 3), linestyle="--", linewidth=1)
-        ax.annotate(
-            label,
-            (value, 0.98),
-            xycoords=("data", "axes fraction"),
-            rotation=90,
-            ha="right",
-            va="top",
-            fontsize="x-small",
+        ax.axvline(
+            value,
+            color=("0.25", "0.5", "0.65")[k % 3],
+            linestyle=("--", ":", "-.")[k % 3],
+            linewidth=1.2,
+            label=label,
         )
 
 
