@@ -111,10 +111,10 @@ for dtype in (torch.float32, torch.float16):
 # ## Rows with no valid key
 #
 # A softmax over logits that are all $-\infty$ is $0/0$: NaN, and the NaN spreads through the
-# output into the loss and every gradient. A finite fill makes the row **uniform** over the
-# masked keys instead: no NaN, but the padded query now averages the padding's values. Torch's
-# `scaled_dot_product_attention` returns zeros for such rows (the fused CPU kernel and the
-# math backend alike, in this version of torch), and so does
+# output into the loss and into the gradient of everything it multiplies (counted below). A
+# finite fill makes the row **uniform** over the masked keys instead: no NaN, but the padded
+# query now averages the padding's values. Torch's `scaled_dot_product_attention` returns zeros
+# for such rows (checked below, in this version of torch), and so does
 # [scaled_dot_product_attention][attnscale.scaled_dot_product_attention].
 
 rows = {}
