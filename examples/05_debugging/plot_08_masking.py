@@ -121,7 +121,7 @@ rows = {}
 for name, fill in FILLS.items():
     rows[f"hand-written, fill {name}"] = handwritten(q, k, fill)
 ours = attnscale.scaled_dot_product_attention(q, k, v, attn_mask=allowed, need_weights=True)
-rows["attnscale and torch SDPA (zeros)"] = ours.weights
+rows["attnscale, torch SDPA (zeros)"] = ours.weights
 
 dead = ~allowed.any(dim=-1)  # (q,)
 out_torch = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
@@ -132,8 +132,9 @@ print(
     bool((out_torch[..., dead, :] == 0).all()),
 )
 
-# The NaN in the forward pass: the loss is NaN, and so is the gradient of everything the NaN
-# rows multiply (here the values; in a model, every weight behind them).
+# The NaN in the forward pass: the loss is NaN, and so is the gradient of what the NaN rows
+# multiply (here the values; the logits' gradient is cut by masked_fill, which fills every
+# entry of such a row).
 q_grad, v_grad = q.clone().requires_grad_(), v.clone().requires_grad_()
 loss = (handwritten(q_grad, k, float("-inf")) @ v_grad).sum()
 loss.backward()
