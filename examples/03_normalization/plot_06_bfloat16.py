@@ -47,10 +47,10 @@ print(f"bfloat16 spacing / float16 spacing at the same logit: {ratio:g}")
 # Each row holds Gaussian logits of standard deviation $\sigma$, exact in float64. Three ways of
 # computing the weights are compared with the float64 softmax:
 #
-# - **bf16 logits, float32 softmax**: the logits are rounded to bf16, the softmax runs in
+# - **bf16 logits, fp32 softmax**: the logits are rounded to bf16, the softmax runs in
 #   float32. This is what fused attention kernels do, and what
 #   [scaled_dot_product_attention][attnscale.scaled_dot_product_attention] does for bf16 inputs.
-# - **float16 logits, float32 softmax**: the same with float16 logits, for comparison.
+# - **fp16 logits, fp32 softmax**: the same with float16 logits, for comparison.
 # - **bf16 logits, bf16 softmax**: every step of the softmax (subtracting the maximum, the
 #   exponentials, their sum, the division) rounded to bf16, as a hand-written softmax on bf16
 #   tensors does.
@@ -72,8 +72,8 @@ def bf16_softmax(x: torch.Tensor) -> torch.Tensor:
 
 
 pipelines = {
-    "bf16 logits, float32 softmax": lambda x: torch.softmax(x.bfloat16().float(), dim=-1),
-    "float16 logits, float32 softmax": lambda x: torch.softmax(x.half().float(), dim=-1),
+    "bf16 logits, fp32 softmax": lambda x: torch.softmax(x.bfloat16().float(), dim=-1),
+    "fp16 logits, fp32 softmax": lambda x: torch.softmax(x.half().float(), dim=-1),
     "bf16 logits, bf16 softmax": bf16_softmax,
 }
 error = {name: [] for name in pipelines}
@@ -90,14 +90,13 @@ for sigma in SIGMAS:
     shift = (exact * delta).sum(dim=-1, keepdim=True)  # (rows, 1)
     first_order.append((exact * (delta - shift)).abs().sum(dim=-1).median().item())
 
-print("median attention mass moved per row:")
-print(f"{'sigma':>6} " + " ".join(f"{name:>32}" for name in pipelines) + f" {'first order':>12}")
-for i, sigma in enumerate(SIGMAS):
-    row = " ".join(f"{error[name][i]:32.2e}" for name in pipelines)
-    print(f"{sigma:6g} {row} {first_order[i]:12.2e}")
+print("median attention mass moved per row, at each sigma:")
+print(f"{'sigma':<26}" + "".join(f"{sigma:>9g}" for sigma in SIGMAS))
+for name, values in [*error.items(), ("first order, bf16 logits", first_order)]:
+    print(f"{name:<26}" + "".join(f"{v:9.1e}" for v in values))
 
 fig, ax = plt.subplots(figsize=(7, 4.4), layout="constrained")
-colours = {"bf16 logits, float32 softmax": "C0", "float16 logits, float32 softmax": "C2"}
+colours = {"bf16 logits, fp32 softmax": "C0", "fp16 logits, fp32 softmax": "C2"}
 colours["bf16 logits, bf16 softmax"] = "C3"
 for name, values in error.items():
     ax.plot(SIGMAS, values, marker="o", color=colours[name], label=name)
@@ -133,9 +132,7 @@ bf, fp, naive = pipelines
 print(f"bf16 / float16 mass moved at sigma 1: {error[bf][0] / error[fp][0]:.1f}")
 peak = max(range(len(SIGMAS)), key=lambda i: error[bf][i])
 print(f"bf16 logits: the error peaks at sigma = {SIGMAS[peak]:g} ({error[bf][peak]:.1e})")
-print(
-    f"bf16 softmax / float32 softmax, mass moved at sigma 1: {error[naive][0] / error[bf][0]:.1f}"
-)
+print(f"bf16 softmax / fp32 softmax, mass moved at sigma 1: {error[naive][0] / error[bf][0]:.1f}")
 for name in pipelines:
     print(f"{name:<32} median |sum of weights - 1| at sigma 1: {sum_error[name][0]:.1e}")
 
