@@ -130,6 +130,9 @@ for k, n in enumerate(N_VALUES):
 ax_h.set_title("Normalised entropy")
 ax_p.set_title("Largest attention weight")
 ax_h.get_legend().remove()
+# one legend entry for the theory curves, drawn dashed in each n's colour
+(theory_key,) = ax_h.plot([], [], "--", color="0.4", linewidth=0.9, label="theory (dashed)")
+ax_h.legend(handles=[theory_key], loc="center right", fontsize="x-small", frameon=False)
 ax_p.legend(loc="center right", fontsize="x-small", frameon=False)
 fig.suptitle("Attention entropy and peakedness against $d_k$, unscaled vs scaled scores")
 

@@ -87,7 +87,7 @@ for label, value in marks.items():
 # %%
 # ## The figure: rise, peak, collapse
 
-fig, (ax_j, ax_s) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
+fig, (ax_j, ax_s) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 plot_jacobian_norm_vs_sigma(SIGMAS, torch.stack([norms[s] for s in SIGMAS]), marks=marks, ax=ax_j)
 ax_j.set_title(f"Jacobian norm, $n = {N}$")
 plot_saturation_vs_sigma(
@@ -96,6 +96,9 @@ plot_saturation_vs_sigma(
     ax=ax_s,
 )
 ax_s.set_title("Saturated rows")
+# the left panel's legend (curves and marked scales) below the figure, clear of the band
+fig.legend(*ax_j.get_legend_handles_labels(), loc="outside lower center", ncols=4, fontsize=8)
+ax_j.get_legend().remove()
 fig.suptitle("Softmax Jacobian norm and saturation against the logit scale $\\sigma$")
 
 # %%

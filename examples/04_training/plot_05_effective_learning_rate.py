@@ -141,7 +141,7 @@ for ax, values, ylabel in (
     )
 axes[0].set_title("how far the logits moved")
 axes[1].set_title("loss")
-fig.suptitle(f"Mean task, d_k = {D_K}, η = {LR:g}: seeds as bands")
+fig.suptitle(f"Mean task, $d_k = {D_K}$, $\\eta = {LR:g}$: seeds as bands")
 one_legend(fig)
 plt.show()
 
@@ -215,7 +215,7 @@ for ax, (task, res) in zip(axes, sweeps.items(), strict=True):
         **style.strategy_kwargs(),
     )
     ax.set_title(task)
-fig.suptitle(f"Loss after {res.steps_per_epoch * SWEEP['epochs']} Adam steps, d_k = {D_K}")
+fig.suptitle(f"Loss after {res.steps_per_epoch * SWEEP['epochs']} Adam steps, $d_k = {D_K}$")
 one_legend(fig)
 plt.show()
 

@@ -91,8 +91,14 @@ var_q = attnscale.init_projection_variance("default", D_MODEL, D_MODEL)
 moments = attnscale.scaled_dot_product_moments(D_MODEL // HEADS, var_q=var_q, var_k=var_q)
 expected = math.sqrt(moments.variance)
 fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
+LABELS = {
+    "correct": r"correct, $1/\sqrt{d_\mathrm{head}}$",
+    "none": "no scale",
+    "d_model": r"$1/\sqrt{d_\mathrm{model}}$",
+    "double": r"scaled twice, $1/d_\mathrm{head}$",
+}
 plotting.plot_monitor_summary(
-    reports,
+    {LABELS[mode]: report for mode, report in reports.items()},
     metric="logit_std",
     ax=ax,
     xlabel="within-row logit std",

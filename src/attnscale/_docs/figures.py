@@ -63,8 +63,8 @@ def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
     for k, (label, value) in enumerate((marks or {}).items()):
         ax.axvline(
             value,
-            color=("0.25", "0.5", "0.65")[k % 3],
-            linestyle=("--", ":", "-.")[k % 3],
+            color=("0.2", "0.45", "0.6", "0.35")[k % 4],
+            linestyle=("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))[k % 4],
             linewidth=1.2,
             label=label,
         )
