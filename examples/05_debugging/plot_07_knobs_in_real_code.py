@@ -127,21 +127,19 @@ with AttentionMonitor() as monitor:
     capped = attnscale.scaled_dot_product_attention(big_q, big_k, v, softcap=CAP).output
 capped_report = monitor.report()
 uncapped = F.scaled_dot_product_attention(big_q, big_k, v)
-print(
-    f"max |flex_attention(score_mod=cap) - attnscale softcap={CAP:g}| = {(flex - capped).abs().max():.2e}"
-)
-print(
-    f"max |flex_attention(score_mod=cap) - SDPA (no cap)|     = {(flex - uncapped).abs().max():.3f}"
-)
+print(f"max |flex - attnscale softcap={CAP:g}| = {(flex - capped).abs().max():.2e}")
+print(f"max |flex - SDPA (no cap)|        = {(flex - uncapped).abs().max():.3f}")
 print(f"flex output the same with and without the monitor: {torch.equal(flex, flex_again)}")
 
 # %%
 # The capped computations agree with each other, and differ from SDPA's uncapped output by
-# far more. **The monitor does not see the FlexAttention call.** FlexAttention runs
-# as one operator traced by `torch.compile` machinery, and none of what the monitor intercepts
+# far more. **The monitor does not see the FlexAttention call.** What reaches its
+# `TorchFunctionMode` is the block-mask set-up and one call of the `flex_attention`
+# higher-order operator, which `flex_attention` compiles internally even when called eagerly;
+# the product, the `score_mod` and the softmax happen inside it. None of what the monitor reads
 # (SDPA, `nn.MultiheadAttention`, a softmax over a $QK^\top$ product) appears, so its report
-# for that block is empty and says `no-attention`, as it should rather than pass in silence.
-# The explicit softcapped attention is read in full, cap included:
+# for that block is empty and says `no-attention` rather than passing in silence.
+# The explicit soft-capped attention is read in full, cap included:
 
 print(f"records for the flex_attention block: {len(flex_report.records)}")
 print(finding(flex_report, "no-attention"))
@@ -150,7 +148,7 @@ print(scale_line(capped_report))
 # %%
 # ## FlashAttention: `softmax_scale` and `softcap`
 #
-# The `flash-attn` package needs a CUDA GPU and is not installed here, so this call is shown,
+# The `flash-attn` package needs a GPU build and is not installed here, so this call is shown,
 # not run:
 #
 # ```python
@@ -196,10 +194,8 @@ with AttentionMonitor() as monitor:
     fa = flash_like(fa_q, fa_k, fa_v, softcap=CAP)
 fa_report = monitor.report()
 plain = flash_like(fa_q, fa_k, fa_v).transpose(1, 2)
-print(
-    f"max |flash_like(softcap={CAP:g}) - flex_attention| = {(fa.transpose(1, 2) - flex).abs().max():.2e}"
-)
-print(f"max |flash_like(defaults) - SDPA defaults|  = {(plain - uncapped).abs().max():.2e}")
+print(f"max |flash_like(softcap={CAP:g}) - flex| = {(fa.transpose(1, 2) - flex).abs().max():.2e}")
+print(f"max |flash_like(defaults) - SDPA| = {(plain - uncapped).abs().max():.2e}")
 print(scale_line(fa_report))
 
 # %%
@@ -425,21 +421,21 @@ print(scale_line(monitor.report()))
 #   *Gemma 3 Technical Report*, arXiv:2503.19786 (QK-norm instead of the soft-cap).
 # - Bug reports this page demonstrates:
 #     - Gemma-2-9B's `query_pre_attn_scalar`:
-#       <https://github.com/huggingface/transformers/issues/31891>
-#     - The attention fallback without the scale:
-#       <https://github.com/mlc-ai/mlc-llm/pull/3426>
-#     - Soft-cap dropped with SDPA: eager made Gemma 2's default in `transformers`,
-#       <https://github.com/huggingface/transformers/pull/32865>; Gemma-2-9B's IFEval with and
-#       without eager attention in lm-evaluation-harness,
-#       <https://github.com/EleutherAI/lm-evaluation-harness/issues/2252>
-#     - vLLM: backends without the soft-cap,
-#       <https://github.com/vllm-project/vllm/pull/6051> (a warning that output may be wrong
-#       off FlashInfer) and <https://github.com/vllm-project/vllm/issues/7419>
-#     - sglang: the FlashInfer backend ran Gemma 2 and Grok-1 uncapped,
-#       <https://github.com/sgl-project/sglang/issues/33915>, and
-#       <https://github.com/flashinfer-ai/flashinfer/issues/1193>
+#       [transformers#31891](https://github.com/huggingface/transformers/issues/31891).
+#     - An attention fallback without the scale:
+#       [mlc-llm#3426](https://github.com/mlc-ai/mlc-llm/pull/3426).
+#     - The soft-cap and SDPA: eager attention made Gemma 2's default in `transformers`,
+#       [transformers#32865](https://github.com/huggingface/transformers/pull/32865);
+#       Gemma-2-9B's IFEval with and without eager attention in lm-evaluation-harness,
+#       [lm-evaluation-harness#2252](https://github.com/EleutherAI/lm-evaluation-harness/issues/2252).
+#     - vLLM backends without the soft-cap: a warning that output may be wrong off FlashInfer,
+#       [vllm#6051](https://github.com/vllm-project/vllm/pull/6051), and Gemma 2 results that
+#       differ between backends, [vllm#7419](https://github.com/vllm-project/vllm/issues/7419).
+#     - sglang's FlashInfer backend ran Gemma 2 and Grok-1 uncapped:
+#       [sglang#33915](https://github.com/sgl-project/sglang/issues/33915) and
+#       [flashinfer#1193](https://github.com/flashinfer-ai/flashinfer/issues/1193).
 # - FlashAttention's signature: `flash_attn/flash_attn_interface.py` in
-#   <https://github.com/Dao-AILab/flash-attention>.
+#   [Dao-AILab/flash-attention](https://github.com/Dao-AILab/flash-attention).
 # - API: [AttentionMonitor][attnscale.AttentionMonitor],
 #   [scaled_dot_product_attention][attnscale.scaled_dot_product_attention].
 
