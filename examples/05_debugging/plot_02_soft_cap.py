@@ -87,5 +87,6 @@ print(f"max |eager - fast| = {(eager - fast).abs().max():.3f}")
 # $\kappa\tanh(s/\kappa)$ is close to $s$ for $|s| \ll \kappa$ and bounded by $\kappa$, so it
 # changes only the extreme logits. Gemma 2 uses $\kappa = 50$, Grok-1 $\kappa = 30$; this page
 # uses a small cap so that it matters at a small size. The dropped soft-cap is a real bug class
-# (Gemma 2 in vLLM, sglang and lm-eval-harness). See
-# [AttentionMonitor][attnscale.AttentionMonitor].
+# (Gemma 2 in vLLM, sglang and lm-eval-harness; the reports are linked from [where the scale
+# lives in real code](plot_07_knobs_in_real_code.md), which also runs a soft-cap through
+# FlexAttention). See [AttentionMonitor][attnscale.AttentionMonitor].

@@ -86,5 +86,10 @@ print(fixed)
 # %%
 # ## References
 #
-# Reported in transformers #28163 and ultralytics #24990. The monitor's headroom threshold
-# (`fp16_headroom`, see [THRESHOLDS][attnscale.THRESHOLDS]) sets how early it warns.
+# - [transformers#28163](https://github.com/huggingface/transformers/pull/28163): Phi-2's
+#   logits came out NaN in float16 from attention overflow; the thread proposes upcasting q and k.
+# - [ultralytics#24990](https://github.com/ultralytics/ultralytics/pull/24990): the query is now
+#   multiplied by the scale before $QK^\top$, to keep the product within float16's range.
+#
+# The monitor's headroom threshold (`fp16_headroom`, see [THRESHOLDS][attnscale.THRESHOLDS])
+# sets how early it warns.

@@ -23,16 +23,18 @@ linked to the page that demonstrates it.
 # 3. **Scaled once?** $1/\sqrt{d_\text{head}}$ means double scaling
 #    ([step 3](plot_01_scale_bugs.md)).
 # 4. **Every code path the same?** Compare reports (and outputs) of eager and fused paths; a
-#    dropped soft-cap shows as a wider logit range ([step 4](plot_02_soft_cap.md)).
+#    dropped soft-cap shows as a wider logit range ([step 4](plot_02_soft_cap.md)). Where each
+#    library keeps its scale and cap: [the scale in real code](plot_07_knobs_in_real_code.md).
 # 5. **Half precision safe?** `fp16-overflow-risk` or `non-finite`: scale q first or upcast
 #    ([step 5](plot_03_fp16_overflow.md)).
 # 6. **Stable over training?** Plot entropy and max |logit| against step; falling entropy with
 #    growing logits is collapse ([step 6](plot_04_entropy_collapse.md)).
 #
 # 7. **Anything measured at all?** `no-attention` is a warning: the report cannot vouch for
-#    attention it never saw (a custom kernel, or the wrong model passed to the monitor). The
-#    [real-architectures page](plot_06_real_architectures.md) shows what a full report looks
-#    like on each `transformers` family the test suite builds.
+#    attention it never saw: a custom kernel, FlexAttention
+#    ([the scale in real code](plot_07_knobs_in_real_code.md)), or the wrong model passed to
+#    the monitor. The [real-architectures page](plot_06_real_architectures.md) shows what a
+#    full report looks like on each `transformers` family the test suite builds.
 #
 # A `scale-mismatch` is a warning whatever the size of the logits. It is `info` only for a scale
 # the monitor can tell is deliberate: T5's scale folded into the initialisation, or a scale you

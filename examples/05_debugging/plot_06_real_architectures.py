@@ -201,7 +201,8 @@ fig.legend(loc="outside lower center", ncols=2)
 #
 # ## References
 #
-# - Gemma-2-9B's `query_pre_attn_scalar`: transformers #31891.
+# - Gemma-2-9B's `query_pre_attn_scalar`:
+#   [transformers#31891](https://github.com/huggingface/transformers/issues/31891).
 # - T5 (Raffel et al. 2020, arXiv:1910.10683) folds the scale into the initialisation.
 # - API: [AttentionMonitor][attnscale.AttentionMonitor].
 
