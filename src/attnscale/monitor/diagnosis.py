@@ -311,7 +311,9 @@ def no_attention(unmatched_softmax: int) -> Finding:
             "Neither F.scaled_dot_product_attention, nn.MultiheadAttention, "
             "nn.TransformerEncoderLayer nor a softmax over a q·kᵀ product ran inside the "
             "with-block for the monitored model. Check that the model ran inside the block, "
-            "and that the model given to the monitor is the one that ran."
+            "and that the model given to the monitor is the one that ran; or the attention "
+            "ran in a kernel the monitor cannot see into (FlexAttention's flex_attention, "
+            "FlashAttention, xformers)."
         )
     return Finding(
         "no-attention",
