@@ -891,3 +891,17 @@ def test_expected_scale_declares_an_intended_scale() -> None:
         AttentionMonitor(expected_scale=-1.0)
     with pytest.raises(TypeError, match="expected_scale"):
         AttentionMonitor(expected_scale="1/8")  # type: ignore[arg-type]
+
+
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
+def test_flex_attention_is_not_seen_and_the_report_says_so() -> None:
+    """The knobs page says the monitor cannot read FlexAttention: keep that claim true."""
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    q = torch.randn(1, 2, 8, 16)
+    with AttentionMonitor() as monitor:
+        out = flex.flex_attention(q, q, q, score_mod=lambda s, b, h, i, j: 5 * torch.tanh(s / 5))
+    report = monitor.report()
+    assert out.shape == q.shape
+    assert report.records == []
+    assert report.codes() == {"no-attention"}
+    assert "FlexAttention" in report.findings[0].message
