@@ -8,6 +8,7 @@ dependency: ``pip install attnscale[plot]``).
 
 from typing import TYPE_CHECKING
 
+from .additive import AdditiveAttention
 from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model
 from .monitor import (
     GUIDE_URL,
@@ -97,6 +98,7 @@ __all__ = [
     "SCALING_STRATEGIES",
     "TASKS",
     "THRESHOLDS",
+    "AdditiveAttention",
     "AttentionBlock",
     "AttentionMonitor",
     "AttentionRecord",

@@ -72,7 +72,9 @@ class AttentionResult(NamedTuple):
     ----------
     output : Tensor
         Attention output; ``(batch, heads, q_len, d_v)`` from the function,
-        ``(batch, q_len, d_model)`` from the module.
+        ``(batch, q_len, d_model)`` from the module, ``(batch, q_len, d_v)`` from
+        [AdditiveAttention][attnscale.AdditiveAttention] (whose weights and logits have no heads
+        dimension either).
     weights : Tensor or None
         Attention probabilities per head, ``(batch, heads, q_len, k_len)``, after masking; ``None``
         unless ``need_weights=True``.

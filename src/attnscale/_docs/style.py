@@ -14,6 +14,7 @@ from typing import NamedTuple
 import matplotlib.pyplot as plt
 
 __all__ = [
+    "SCORING",
     "STRATEGIES",
     "STYLE",
     "VARIANTS",
@@ -61,13 +62,20 @@ VARIANTS: dict[str, StrategyLook] = {
 }
 
 
+#: Scoring functions other than the dot product, drawn beside the strategies (colours that no
+#: strategy or variant uses).
+SCORING: dict[str, StrategyLook] = {
+    "additive": StrategyLook("additive (Bahdanau)", "#999933"),
+}
+
+
 def use_style() -> None:
     """Apply the site's style to every figure drawn from now on."""
     plt.style.use(STYLE)
 
 
 def _looks(names: Iterable[str]) -> dict[str, StrategyLook]:
-    table = {**STRATEGIES, **VARIANTS}
+    table = {**STRATEGIES, **VARIANTS, **SCORING}
     return {n: table[n] for n in names if n in table}
 
 
@@ -97,5 +105,5 @@ def colours(names: Iterable[str]) -> dict[str, str]:
 
 def strategy_kwargs() -> dict[str, dict[str, str]]:
     """``colors=`` and ``labels=`` for a plot helper whose series are keyed by strategy name."""
-    names = [*STRATEGIES, *VARIANTS]
+    names = [*STRATEGIES, *VARIANTS, *SCORING]
     return {"colors": colours(names), "labels": labels(names)}
