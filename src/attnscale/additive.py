@@ -21,31 +21,9 @@ import torch
 from torch import nn
 
 from . import _checks
-from .scaling import _LOW_PRECISION, AttentionResult, _dead_rows
+from .scaling import _LOW_PRECISION, AttentionResult, _check_mask, _dead_rows
 
 __all__ = ["AdditiveAttention"]
-
-
-def _check_mask(
-    attn_mask: object, shape: tuple[int, int, int], query: torch.Tensor
-) -> torch.Tensor | None:
-    """The mask rules of ``scaled_dot_product_attention``, for ``(batch, q_len, k_len)``."""
-    if attn_mask is None:
-        return None
-    if not isinstance(attn_mask, torch.Tensor):
-        raise TypeError(f"attn_mask must be a torch.Tensor or None, got {type(attn_mask).__name__}")
-    if attn_mask.dtype != torch.bool and not attn_mask.is_floating_point():
-        raise TypeError(f"attn_mask must be boolean or floating point, got {attn_mask.dtype}")
-    m = tuple(attn_mask.shape)
-    ok = 2 <= len(m) <= 3 and all(a in (1, b) for a, b in zip(m[::-1], shape[::-1], strict=False))
-    if not ok:
-        raise ValueError(
-            f"attn_mask must have 2 or 3 dimensions and broadcast to "
-            f"(batch, q_len, k_len) = {shape}, got shape {m}"
-        )
-    if attn_mask.device != query.device:
-        raise ValueError(f"attn_mask is on {attn_mask.device}, but query is on {query.device}")
-    return attn_mask if attn_mask.dtype == torch.bool else attn_mask.to(query.dtype)
 
 
 class AdditiveAttention(nn.Module):
@@ -210,7 +188,7 @@ class AdditiveAttention(nn.Module):
             )
         if value.shape[1] != k_len:
             raise ValueError(f"value must have k_len={k_len} like key, got {value.shape[1]}")
-        mask = _check_mask(attn_mask, (batch, q_len, k_len), query)
+        mask = _check_mask(attn_mask, (batch, q_len, k_len), query, "(batch, q_len, k_len)")
         _checks.allocation((batch, q_len, k_len, self.hidden), query.dtype, "query, key or hidden")
 
         # Rows with every key masked: unmasked for the softmax, zeroed after it (no NaN).

@@ -642,8 +642,12 @@ def make_strategy(strategy: str | ScoreScaling, d_k: int, num_heads: int = 1) ->
 
 
 def _check_mask(
-    attn_mask: object, shape: tuple[int, int, int, int], query: torch.Tensor
+    attn_mask: object,
+    shape: tuple[int, ...],
+    query: torch.Tensor,
+    axes: str = "(batch, heads, q_len, k_len)",
 ) -> torch.Tensor | None:
+    """Check a boolean or additive mask against the score shape ``shape``, named ``axes``."""
     if attn_mask is None:
         return None
     if not isinstance(attn_mask, torch.Tensor):
@@ -653,11 +657,12 @@ def _check_mask(
     m = tuple(attn_mask.shape)
     # At least (q_len, k_len): torch's fused kernels index the mask's last two dims, and a
     # 0-d or 1-d mask is more likely a mistake than a broadcast.
-    ok = 2 <= len(m) <= 4 and all(a in (1, b) for a, b in zip(m[::-1], shape[::-1], strict=False))
-    if not ok:
+    fits = all(a in (1, b) for a, b in zip(m[::-1], shape[::-1], strict=False))
+    if not (2 <= len(m) <= len(shape) and fits):
+        dims = "2 or 3" if len(shape) == 3 else f"2 to {len(shape)}"
         raise ValueError(
-            f"attn_mask must have 2 to 4 dimensions and broadcast to "
-            f"(batch, heads, q_len, k_len) = {shape}, got shape {m}"
+            f"attn_mask must have {dims} dimensions and broadcast to "
+            f"{axes} = {shape}, got shape {m}"
         )
     if attn_mask.device != query.device:
         raise ValueError(f"attn_mask is on {attn_mask.device}, but query is on {query.device}")
