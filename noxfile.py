@@ -107,6 +107,9 @@ def docs(session: nox.Session) -> None:
     _invalidate_stale_examples(session)
     session.run("mkdocs", "build", "--strict", "--clean", "--site-dir", "site")
     _print_example_times()
+    # The Chinese edition reuses the English build's outputs: nothing runs twice.
+    session.run("python", "tools/i18n.py", "build")
+    session.run("mkdocs", "build", "--strict", "--clean", "-f", "mkdocs.zh.yml")
 
 
 def _invalidate_stale_examples(session: nox.Session) -> None:

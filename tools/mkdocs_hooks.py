@@ -1,4 +1,5 @@
-"""MkDocs hooks for gallery pages: a "running this example" box, and a search boost."""
+"""MkDocs hooks, for both editions: a "running this example" box and a search boost on gallery
+pages, and the language switcher's link to the same page in the other edition."""
 
 from __future__ import annotations
 
@@ -10,8 +11,34 @@ _TIME = re.compile(
 )
 _TITLE = re.compile(r"^# .*$", re.M)
 
+_BOX = {
+    "en": (
+        '\n\n!!! info "Running this example"\n\n'
+        "    It ran in {seconds:.1f} s on the 2-core CPU that built this page. It needs only the\n"
+        "    `attnscale` package and its dependencies (torch, numpy, matplotlib): download it as\n"
+        "    [`{stem}.py`](./{stem}.py) or [`{stem}.ipynb`](./{stem}.ipynb) and run it as is.\n"
+    ),
+    "zh": (
+        '\n\n!!! info "运行这个示例"\n\n'
+        "    构建本页的双核 CPU 运行它用了 {seconds:.1f} 秒。它只需要 `attnscale` 包及其依赖\n"
+        "    （torch、numpy、matplotlib）：下载 [`{stem}.py`](./{stem}.py) 或\n"
+        "    [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
+    ),
+}
+_TOTAL = {"en": r"**Total running time of the script:** \1", "zh": r"**脚本总运行时间：** \1"}
 
-def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+#: The editions: language code, the name the switcher shows, and where its site lives relative
+#: to the English site's root.
+EDITIONS = [("en", "English", ""), ("zh", "中文", "zh/")]
+#: Pages that exist in one edition only, by URL prefix: their switcher goes to the other home page.
+ONLY_IN = {"en": ("reference/",), "zh": ("glossary/",)}
+
+
+def _language(config: Any) -> str:
+    return "zh" if config["theme"]["language"] == "zh" else "en"
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
     src = page.file.src_uri
     if not re.fullmatch(r"generated/gallery/[^/]+/plot_\w+\.md", src):
         return markdown
@@ -21,12 +48,24 @@ def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
     title = _TITLE.search(markdown)
     if not found or not title:
         raise ValueError(f"{src}: gallery page without a title or a running time")
+    lang = _language(config)
     seconds = int(found.group(1)) * 60 + float(found.group(2))
     stem = src.rsplit("/", 1)[-1].removesuffix(".md")
-    box = (
-        '\n\n!!! info "Running this example"\n\n'
-        f"    It ran in {seconds:.1f} s on the 2-core CPU that built this page. It needs only the\n"
-        "    `attnscale` package and its dependencies (torch, numpy, matplotlib): download it as\n"
-        f"    [`{stem}.py`](./{stem}.py) or [`{stem}.ipynb`](./{stem}.ipynb) and run it as is.\n"
-    )
-    return markdown[: title.end()] + box + markdown[title.end() :]
+    box = _BOX[lang].format(seconds=seconds, stem=stem)
+    markdown = markdown[: title.end()] + box + markdown[title.end() :]
+    return re.sub(r"\*\*Total running time of the script:\*\*(.*)", _TOTAL[lang], markdown)
+
+
+def on_page_context(context: dict[str, Any], page: Any, config: Any, **_: Any) -> dict[str, Any]:
+    """Give the template one link per edition: the same page there, or its home page."""
+    lang = _language(config)
+    here = dict((code, prefix) for code, _, prefix in EDITIONS)[lang]
+    # From this page up to the English site's root, then down into each edition.
+    root = context["base_url"] + "/" + "../" * here.count("/")
+    url = page.url
+    links = []
+    for code, name, prefix in EDITIONS:
+        same = code == lang or not url.startswith(ONLY_IN[lang])
+        links.append((code, name, root + prefix + (url if same else "")))
+    context["editions"] = links
+    return context
