@@ -192,7 +192,7 @@ def skeleton(source: str, strings: list[str] = ()) -> Path:
     return path
 
 
-_ALT = re.compile(r"!\[(?P<alt>[^\]]*)\]\(\./images/")
+_ALT = re.compile(r"^!\[(?P<alt>.*?)\]\(\./images/", re.M)  # alt text may hold "]"
 
 
 def generated_page(source: str) -> Path:
@@ -234,6 +234,7 @@ def table_texts(source: str) -> list[str]:
 BUILD = ROOT / "build" / LANG
 #: The gallery's own words on every example and gallery page.
 BOILERPLATE = {
+    "!!! note\n\n    Click": '!!! note "提示"\n\n    Click',
     "Click [here](#download_links)\n    to download the full example code": (
         "点击[这里](#download_links)\n    下载完整的示例代码"
     ),
@@ -256,10 +257,14 @@ class TranslationError(ValueError):
     """A translation that is missing, stale or does not fit its English page."""
 
 
+# A line break between two Chinese characters would show as a space in the browser.
+_CJK_BREAK = re.compile(r"(?<=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])\n(?=[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef])")
+
+
 def _replace_once(text: str, english: str, chinese: str, where: str) -> str:
     if english.strip() not in text:
         raise TranslationError(f"{where}: the English text is not on the generated page:\n{english}")
-    return text.replace(english.strip(), chinese.strip())
+    return text.replace(english.strip(), _CJK_BREAK.sub("", chinese.strip()))
 
 
 def _current(source: str) -> Translation:
@@ -337,7 +342,7 @@ def _chinese_notebook(english: Path, script: str, tr: Translation) -> str:
 
 def _title_and_intro(block: str) -> tuple[str, str]:
     lines = block.strip().split("\n")
-    intro = "\n".join(lines[1:]).strip().split("\n\n")[0].replace("\n", "")
+    intro = _CJK_BREAK.sub("", "\n".join(lines[1:]).strip().split("\n\n")[0]).replace("\n", " ")
     return lines[0].removeprefix("# ").strip(), intro
 
 
@@ -377,7 +382,9 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
             raise TranslationError(f"{source}: strings not translated: {sorted(missing)}")
         for en, zh in BOILERPLATE.items():
             md = md.replace(en, zh)
-        target.write_text(md)
+        # Without the gallery plugin, MkDocs would name the page after its file in the navigation.
+        title = json.dumps(_title_and_intro(tr.blocks[0][1])[0], ensure_ascii=False)
+        target.write_text(f"---\ntitle: {title}\n---\n{md}")
         script = chinese_script(source, tr)
         target.with_suffix(".py").write_text(script)
         target.with_suffix(".ipynb").write_text(
@@ -392,7 +399,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
         if source.startswith("overrides/"):
             (out / source).write_text(zh)
         elif source.startswith("docs/"):
-            (docs / Path(source).relative_to("docs")).write_text(zh)
+            (docs / Path(source).relative_to("docs")).write_text(_CJK_BREAK.sub("", zh))
 
     for gallery, readmes in [("gallery", sorted(ROOT.glob("examples/**/README.md"))), ("factcheck", [ROOT / "factcheck/README.md"])]:
         index = GENERATED / gallery / "index.md"

@@ -20,9 +20,9 @@ _BOX = {
     ),
     "zh": (
         '\n\n!!! info "运行这个示例"\n\n'
-        "    构建本页的双核 CPU 运行它用了 {seconds:.1f} 秒。它只需要 `attnscale` 包及其依赖\n"
-        "    （torch、numpy、matplotlib）：下载 [`{stem}.py`](./{stem}.py) 或\n"
-        "    [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
+        "    构建本页的双核 CPU 运行它用了 {seconds:.1f} 秒。它只需要 `attnscale` 包及其依赖"
+        "（torch、numpy、matplotlib）：\n"
+        "    下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
     ),
 }
 _TOTAL = {"en": r"**Total running time of the script:** \1", "zh": r"**脚本总运行时间：** \1"}
