@@ -6,7 +6,9 @@ runtime dependencies) plus the notebook runner, never the source tree.
 
 from __future__ import annotations
 
+import ast
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +20,16 @@ import pytest
 SITE = Path(__file__).parents[2] / "site"
 SCRIPTS = sorted(SITE.glob("generated/**/plot_*.py"))
 NOTEBOOKS = sorted(SITE.glob("generated/**/plot_*.ipynb"))
+# The Chinese edition's downloads: the English code with Chinese prose.
+ZH = SITE / "zh"
+ZH_SCRIPTS = sorted(ZH.glob("generated/**/plot_*.py"))
+ZH_NOTEBOOKS = sorted(ZH.glob("generated/**/plot_*.ipynb"))
+# One of them runs for real (the others carry the same code, checked below): the quickest.
+ZH_RUN = "generated/gallery/02_softmax/plot_01_shift_vs_scale"
 
 
 def _id(path: Path) -> str:
-    return path.relative_to(SITE / "generated").as_posix()
+    return path.relative_to(SITE).as_posix()
 
 
 def test_site_offers_downloads():
@@ -31,13 +39,43 @@ def test_site_offers_downloads():
     assert {p.stem for p in SCRIPTS} == {p.stem for p in NOTEBOOKS}
 
 
+def test_chinese_edition_offers_the_same_downloads():
+    english = {p.relative_to(SITE) for p in SCRIPTS + NOTEBOOKS}
+    chinese = {p.relative_to(ZH) for p in ZH_SCRIPTS + ZH_NOTEBOOKS}
+    assert english and chinese == english
+
+
+def _code(script: Path) -> str:
+    """The code of a gallery script: everything but its docstring and comments."""
+    return ast.dump(ast.Module(ast.parse(script.read_text()).body[1:], []))
+
+
+@pytest.mark.parametrize("script", ZH_SCRIPTS, ids=lambda p: p.relative_to(ZH).as_posix())
+def test_chinese_script_is_the_english_code(script: Path) -> None:
+    text = script.read_text()
+    assert re.search("[\u4e00-\u9fff]", text), "no Chinese text in the Chinese download"
+    assert _code(script) == _code(SITE / script.relative_to(ZH))
+
+
+def _code_cells(notebook: Path) -> list[str]:
+    nb = nbformat.read(notebook, as_version=nbformat.NO_CONVERT)
+    nbformat.validate(nb)
+    return [c.source for c in nb.cells if c.cell_type == "code"]
+
+
+@pytest.mark.parametrize("notebook", ZH_NOTEBOOKS, ids=lambda p: p.relative_to(ZH).as_posix())
+def test_chinese_notebook_is_the_english_code(notebook: Path) -> None:
+    assert re.search("[\u4e00-\u9fff]", notebook.read_text(encoding="utf-8"))
+    assert _code_cells(notebook) == _code_cells(SITE / notebook.relative_to(ZH))
+
+
 def test_attnscale_comes_from_the_installed_wheel():
     import attnscale
 
     assert "site-packages" in Path(attnscale.__file__).parts, attnscale.__file__
 
 
-@pytest.mark.parametrize("script", SCRIPTS, ids=_id)
+@pytest.mark.parametrize("script", [*SCRIPTS, ZH / f"{ZH_RUN}.py"], ids=_id)
 def test_script_runs(script: Path, tmp_path: Path) -> None:
     env = os.environ | {"MPLBACKEND": "Agg", "MPLCONFIGDIR": str(tmp_path)}
     result = subprocess.run(
@@ -51,7 +89,7 @@ def test_script_runs(script: Path, tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr[-4000:]
 
 
-@pytest.mark.parametrize("notebook", NOTEBOOKS, ids=_id)
+@pytest.mark.parametrize("notebook", [*NOTEBOOKS, ZH / f"{ZH_RUN}.ipynb"], ids=_id)
 def test_notebook_runs(notebook: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     nb = nbformat.read(notebook, as_version=nbformat.NO_CONVERT)
     assert nb.nbformat == 4

@@ -161,15 +161,16 @@ class _Links(HTMLParser):
         self.hrefs += [v for k, v in attrs if tag == "a" and k == "href" and v]
 
 
-def test_home_page_links_every_guide_section():
+@pytest.mark.parametrize("home", ["index.html", "zh/index.html"])
+def test_home_page_links_every_guide_section(home: str) -> None:
     """The reading path on the home page has a card for each section of the guide."""
     sections = sorted(p.name for p in (ROOT / "examples").iterdir() if p.is_dir())
     assert len(sections) >= 5
-    main = (SITE / "index.html").read_text()
+    main = (SITE / home).read_text()
     # The reading path only: the navigation and footer link every section on every page.
-    start = main.index('id="reading-path"')
+    start = main.index('class="grid cards"')
     parser = _Links()
-    parser.feed(main[start : main.index("</div>", main.index('class="grid cards"', start))])
+    parser.feed(main[start : main.index("</div>", start)])
     linked = {s for s in sections for href in parser.hrefs if f"gallery/{s}/" in href}
     assert linked == set(sections), f"sections without a card: {set(sections) - linked}"
 
@@ -230,3 +231,85 @@ def test_search_finds_the_section(query: str, section: str, base_url: str, brows
     # Results list each page, then its matching sections: compare the top three pages.
     pages = list(dict.fromkeys(urlsplit(h).path for h in hrefs))[:3]
     assert any(section in p for p in pages), f"{query!r}: top pages {pages}"
+
+
+# --- the two editions ----------------------------------------------------------------------------
+
+ZH_PAGES = [p for p in PAGES if p.startswith("zh/")]
+#: Pages of one edition only (the API reference is English; the glossary is Chinese).
+ONE_EDITION = ("reference/", "zh/glossary/")
+
+
+def test_every_english_page_has_a_chinese_twin():
+    english = {p for p in PAGES if not p.startswith(("zh/", "reference/"))}
+    assert english, "no English pages"
+    missing = sorted(p for p in english if "zh/" + p not in PAGES)
+    assert not missing, f"English pages without a Chinese twin: {missing}"
+
+
+class _Switcher(HTMLParser):
+    """The <html lang> and the language switcher's links of a page."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lang: str | None = None
+        self.editions: dict[str, str] = {}
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        if tag == "html":
+            self.lang = a.get("lang")
+        if tag == "a" and "md-select__link" in (a.get("class") or ""):
+            self.editions[a["hreflang"] or ""] = a["href"] or ""
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_language_and_switcher(page: str) -> None:
+    """Each page declares its language, and the switcher goes to the same page in the other."""
+    parser = _Switcher()
+    parser.feed((SITE / page).read_text())
+    zh = page.startswith("zh/")
+    assert parser.lang == ("zh" if zh else "en")
+    assert set(parser.editions) == {"en", "zh"}
+    english = page.removeprefix("zh/")
+    expected = {"en": english, "zh": "zh/" + english}
+    if page.startswith(ONE_EDITION):  # the other edition's home page
+        expected["zh" if page.startswith("reference/") else "en"] = (
+            "zh/index.html" if page.startswith("reference/") else "index.html"
+        )
+    if page.endswith("404.html"):  # served at any address: its links start from the site root
+        return
+    for code, href in parser.editions.items():
+        target = urljoin("https://x.test/" + page, href).removeprefix("https://x.test/")
+        target = target + "index.html" if target.endswith("/") or not target else target
+        assert target == expected[code], f"{code} link {href!r} of {page}"
+        assert (SITE / target).exists(), f"{code} link {href!r} of {page}: no such page"
+
+
+def test_switcher_click_keeps_the_page(base_url: str, browser) -> None:
+    tab = browser.new_page()
+    try:
+        page = "generated/gallery/02_softmax/plot_04_temperature/"
+        tab.goto(base_url + page, wait_until="load")
+        tab.hover(".md-header__option .md-select")
+        tab.click("a.md-select__link[hreflang=zh]")
+        tab.wait_for_url(base_url + "zh/" + page)
+        assert tab.evaluate("document.documentElement.lang") == "zh"
+        tab.hover(".md-header__option .md-select")
+        tab.click("a.md-select__link[hreflang=en]")
+        tab.wait_for_url(base_url + page)
+    finally:
+        tab.close()
+
+
+SEARCHES_ZH = {
+    "缩放": "02_softmax/plot_01_shift_vs_scale",
+    "熵": "02_softmax",
+    "温度": "02_softmax/plot_04_temperature",
+    "掩码": "05_debugging/plot_08_masking",
+}
+
+
+@pytest.mark.parametrize(("query", "section"), SEARCHES_ZH.items())
+def test_chinese_search_finds_the_section(query: str, section: str, base_url: str, browser):
+    test_search_finds_the_section(query, "zh/generated/gallery/" + section, base_url + "zh/", browser)
