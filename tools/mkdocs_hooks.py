@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 _TIME = re.compile(
     r"\*\*Total running time of the script:\*\*\s*\(\s*(\d+) minutes\s+([\d.]+) seconds\)"
@@ -68,4 +69,14 @@ def on_page_context(context: dict[str, Any], page: Any, config: Any, **_: Any) -
         same = code == lang or not url.startswith(ONLY_IN[lang])
         links.append((code, name, root + prefix + (url if same else "")))
     context["editions"] = links
+    return context
+
+
+def on_template_context(context: dict[str, Any], template_name: str, config: Any) -> Any:
+    """The 404 page is served at any address: its switcher links start from the site root."""
+    if template_name == "404.html":
+        lang = _language(config)
+        here = dict((code, prefix) for code, _, prefix in EDITIONS)[lang]
+        root = urlsplit(config["site_url"] or "/").path.removesuffix(here)
+        context["editions"] = [(c, name, f"{root}{p}404.html") for c, name, p in EDITIONS]
     return context

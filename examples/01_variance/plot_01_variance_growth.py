@@ -12,7 +12,7 @@ article's "[-100, 100]" and "[-3, 3]" ranges misdescribe.
 #
 # Components of $q$ and $k$ are i.i.d. standard normal, as in the article. `N_SAMPLES` is the
 # article's sample count for the histograms; the variance sweep uses more samples, drawn with
-# the exact $O(1)$ shortcut (see the last section).
+# the exact $O(1)$ shortcut (see the section "A faster sampler, exactly").
 
 import math
 
@@ -77,8 +77,9 @@ for d in HIST_DKS:
 print(f"a standard normal puts {math.erf(3 / math.sqrt(2)):.2%} of its mass within ±3")
 
 # %%
-# With ten thousand draws, a few scaled scores land beyond $\pm 3$; compare the raw extremes at
-# $d_k = 1024$ with the article's $\pm 100$. The standard deviation is what scaling fixes, not the range:
+# With ten thousand draws, a fraction of a percent of the scaled scores land beyond $\pm 3$:
+# tens of scores at each $d_k$. Compare the raw extremes at $d_k = 1024$ with the article's
+# $\pm 100$. The standard deviation is what scaling fixes, not the range:
 # the raw one grows like $\sqrt{d_k}$, the scaled one stays near 1.
 #
 # ## Why the variance is exactly $d_k$
@@ -116,7 +117,7 @@ print(f"a standard normal puts {math.erf(3 / math.sqrt(2)):.2%} of its mass with
 # Now a sweep over $d_k = 1, 2, 4, \dots, 4096$. The band is a 95% interval for each sample
 # variance, from the sample's own fourth moment
 # ([variance_estimate][attnscale.variance_estimate]); the dashed line is the closed form. At
-# this sample size the band is too narrow to see on a log axis that spans four decades: its
+# this sample size the band is too narrow to see on log axes that run from 1 to 4096: its
 # largest half-width, relative to the variance, is printed below the figure.
 
 est = [asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, generator=gen)) for d in SWEEP_DKS]
@@ -167,7 +168,8 @@ print(
 #
 # which costs two random draws per sample instead of $2 d_k$.
 # [sample_scores][attnscale.sample_scores] uses it whenever it is exact (`method="auto"`).
-# Below, both methods at $d_k = 1024$ are compared by their first moments and quantiles.
+# Below, both methods at $d_k = 1024$ are compared by their variance and their 1%, 50% and 99%
+# quantiles.
 
 dot = asc.sample_scores(1024, 50_000, method="dot", generator=gen)
 chi = asc.sample_scores(1024, 50_000, method="chi", generator=gen)

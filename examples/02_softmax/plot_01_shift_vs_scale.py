@@ -48,7 +48,7 @@ print(f"largest difference between the three outputs: {spread:.1e}")
 print(f"maximum possible entropy for n = 3, log 3 = {torch.log(torch.tensor(3.0)).item():.4f}")
 
 # %%
-# The three outputs agree to rounding (the printed largest difference), and so do their
+# The three outputs agree to the last bit (the printed largest difference), and so do their
 # entropies. **The article's claim is wrong**: case 2 and case 3 are not sharper than case 1.
 # Its quoted outputs for case 1 and case 2 are not what the softmax returns.
 #
@@ -76,7 +76,8 @@ fig.suptitle("Softmax of the article's three shifted cases (left) and of [1, 0.5
 
 # %%
 # The entropy falls as $\beta$ grows, from the printed value at $\beta = 1$ to almost 0 at
-# $\beta = 100$, where the output is one-hot to the printed precision.
+# $\beta = 100$, where it prints as 0 to four decimals. The output there is nearly one-hot:
+# the largest weight prints as 1, and the other two are tiny but not zero.
 #
 # ## Why: softmax ignores a shift
 #

@@ -193,10 +193,12 @@ for n in N_VALUES:
 # $\sigma^2 \le \log n$ or $\sigma \ge 2\sigma_c$, and the gap in each unscaled curve (and the
 # `nan` in the table) is where no approximation here applies. Even inside its range, the first
 # branch is visibly off for unscaled scores at $d_k = 4$, $n = 128$ (compare the printed
-# table): $\sigma^2 = 4$ is close to $\log 128$. In the frozen phase the dashed curves have
-# the right $1/\sqrt{d_k}$ slope but sit above the measurements at moderate $d_k$, by a margin
-# that shrinks as $d_k$ grows. For the largest weight there is no equally simple closed form,
-# so that panel shows measurements only.
+# table): $\sigma^2 = 4$ is close to $\log 128$. In the frozen phase the dashed curves fall
+# like $1/\sqrt{d_k}$ at large $d_k$, as the measurements do. For $n = 16$ and $n = 128$ they
+# sit above the measurements throughout that phase, by a margin that shrinks as $d_k$ grows.
+# For $n = 1024$ the margin closes, and at the largest $d_k$ the dashed curve lies slightly
+# below the measurements. For the largest weight there is no equally simple closed form, so
+# that panel shows measurements only.
 #
 # ## References
 #

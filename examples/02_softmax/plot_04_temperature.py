@@ -69,7 +69,7 @@ print(f"T = 1e+6: max |p - 1/n|             = {(hot - 1 / N).abs().max():.1e}")
 # ## Scaled attention is temperature $\sqrt{d_k}$
 #
 # The softmax of the scaled scores and the softmax of the raw scores at $T = \sqrt{d_k}$ are
-# the same thing; the printed difference is rounding.
+# the same thing; here they agree to the last bit (the printed difference is exactly zero).
 
 scaled = torch.softmax(scores / math.sqrt(D_K), dim=-1)
 tempered = attnscale.tempered_softmax(scores, math.sqrt(D_K))

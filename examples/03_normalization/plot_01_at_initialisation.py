@@ -130,8 +130,9 @@ for label in VARIANTS:
 # %%
 # ## What the measurement says
 #
-# - **No scaling** lets the logit spread grow like $\sqrt{d_k}$ (the printed ratio is close to
-#   $\sqrt{4096/16} = 16$), and the attention sharpens toward one-hot.
+# - **No scaling** lets the logit spread grow like $\sqrt{d_k}$ (the printed ratio is somewhat
+#   below $\sqrt{4096/16} = 16$, the factor for growth exactly like $\sqrt{d_k}$), and the
+#   attention sharpens toward one-hot.
 # - **$1/\sqrt{d_k}$**, the learnable temperature (which starts there) and the soft-cap (inactive
 #   at these small logits) keep the spread constant, but not at 1: with PyTorch's default
 #   `nn.Linear` init, $\mathrm{Var}(q_i) = \mathrm{Var}(k_i) = 1/3$, so the logit standard
@@ -141,9 +142,10 @@ for label in VARIANTS:
 # - **T5's folded init** also gives a spread near 1, from its initial weights alone.
 # - **$1/d_k$ (μP)** and **cosine attention** shrink the logits as $d_k$ grows: $1/d_k$ because
 #   independent $q, k$ give $q\cdot k \sim \sqrt{d_k}$, cosine because the cosine of two random
-#   directions has standard deviation $1/\sqrt{d_k}$ and the scale is fixed at 10. At large $d_k$
-#   both start from nearly uniform attention; the learnable scale of cosine attention (and, for
-#   μP, the correlation that training builds between $q$ and $k$) must supply the sharpness.
+#   directions has standard deviation $1/\sqrt{d_k}$ and the learnable scale starts at 10. At
+#   large $d_k$ both start from nearly uniform attention; the learnable scale of cosine
+#   attention (and, for μP, the correlation that training builds between $q$ and $k$) must
+#   supply the sharpness.
 #
 # ## The math
 #

@@ -4,7 +4,7 @@ r"""
 During long or high-learning-rate training the query and key weights can grow, and the attention
 logits grow with them. We multiply $W_q$ and $W_k$ by a factor $g$ from 1 to 100 and watch the
 attention entropy of each score-scaling strategy. QK-norm (normalising $q$ and $k$ before their
-product) and cosine attention keep it bounded; $1/\sqrt{d_k}$ alone does not.
+product) and cosine attention keep the logits bounded; $1/\sqrt{d_k}$ alone does not.
 """
 
 # %%
@@ -135,11 +135,12 @@ for label in VARIANTS:
 #   product that grows without limit. The learnable temperature would have to shrink as fast as
 #   the weights grow.
 # - **$1/d_k$** postpones it by a further $d_k^{1/4}$ in $g$, but does not prevent it.
-# - **The soft-cap** bounds the logits (the printed maximum stays below 50), but a bound of 50 is
-#   far beyond what a softmax needs to become one-hot: a gap of 10 between two logits already
-#   gives a ratio of $e^{10}$. The entropy dips first, then partly recovers at the largest $g$,
-#   where most logits saturate at $\pm c$ and attention spreads evenly over the keys with
-#   saturated positive logits. A cap bounds the logits, not the entropy.
+# - **The soft-cap** bounds the logits (the printed maximum is at most 50: the largest logits
+#   approach the cap), but a bound of 50 is far beyond what a softmax needs to become
+#   one-hot: a gap of 10 between two logits already gives a ratio of $e^{10}$. The entropy
+#   dips first, then partly recovers at the largest $g$, where most logits saturate at
+#   $\pm c$ and attention spreads evenly over the keys with saturated positive logits. A cap
+#   bounds the logits, not the entropy.
 #
 # ## The math: why QK-norm is immune to weight growth
 #

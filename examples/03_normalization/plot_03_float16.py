@@ -111,7 +111,8 @@ fig.legend(loc="outside lower center", ncols=2, fontsize=8)
 # ## Measured thresholds
 #
 # For each strategy: the first $g$ on the grid where some float16 weight is off by more than the
-# tolerance, the largest float64 logit there, and the first $g$ where a float16 logit overflows.
+# tolerance, the largest absolute value of a float64 logit there, and the first $g$ where a
+# float16 logit or weight is not finite (the overflow column).
 
 # %%
 print(f"tolerance on attention weights: {TOLERANCE}")
@@ -145,8 +146,9 @@ print(
 # - **Overflow** hits the unscaled logits first, and the naive order (scale after the product)
 #   overflows at the same $g$ as no scaling at all, because the float16 product overflows before
 #   the scale is applied. Scaling $q$ first (what the library does, and the fix in
-#   transformers #28163) moves the overflow out by $d_k^{1/4}$ in $g$, beyond the range
-#   measured here.
+#   ultralytics #24990) moves the overflow out by $d_k^{1/4}$ in $g$, beyond the range
+#   measured here; transformers #28163 instead upcasts $q$ and $k$ to float32 before the
+#   product.
 # - **QK-norm and cosine** keep the logits bounded, so their float16 error does not grow with $g$;
 #   the soft-cap never overflows, and whether its capped logits lose resolution depends on how
 #   close to the cap they get (see its printed row).

@@ -40,8 +40,9 @@ VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
 # round-robin so that all strategies see the same machine load. That time is measured on the
 # 2-core CPU that builds this site, at a small batch and length: it says little about a GPU,
 # where fused attention kernels hide element-wise work on $q$ and $k$ behind memory traffic.
-# The "extra params / FLOPs" column, counted per head from the formulas, carries over to any
-# hardware; read the measured time as this machine's, not as a GPU estimate.
+# The "extra params / FLOPs" column, counted from the formulas (parameters in total over all
+# heads, FLOPs per head), carries over to any hardware; read the measured time as this
+# machine's, not as a GPU estimate.
 
 # %%
 torch.manual_seed(SEED)
@@ -119,14 +120,15 @@ print(
 # %%
 # ## The table
 #
-# The descriptive columns come from each strategy class: its extra parameters / FLOPs per head for
-# $n$ queries, $m$ keys, head dimension $d$ and $H$ heads (the product $QK^\top$ itself costs
-# $2nmd$), the models that use it and the papers to cite (`cost`, `used_by` and `citation` on
-# [ScoreScaling][attnscale.ScoreScaling]). The last six columns are measured above: extra parameters
-# at this size, logit standard deviation and entropy at initialisation, entropy and largest logit
-# after weight growth by $g$, and relative cost. The soft-cap is a function rather than a strategy,
-# so its row is written here; the two rows at the end are the generic tools the article's table
-# lists, which do not act on the logits.
+# The descriptive columns come from each strategy class: its extra parameters, in total over all
+# $H$ heads, and its extra FLOPs per head, for $n$ queries, $m$ keys and head dimension $d$ (the
+# product $QK^\top$ itself costs $2nmd$ per head), the models that use it and the papers to
+# cite (`cost`, `used_by` and `citation` on [ScoreScaling][attnscale.ScoreScaling]). The last
+# six columns are measured above: extra parameters at this size, logit standard deviation and
+# entropy at initialisation, entropy and largest logit after weight growth by $g$, and relative
+# cost. The soft-cap is a function rather than a strategy, so its row is written here; the two
+# rows at the end are the generic tools the article's table lists, which do not act on the
+# logits.
 
 # %%
 DESCRIBE = {  # where it acts, core idea, what it bounds

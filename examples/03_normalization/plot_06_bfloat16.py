@@ -113,9 +113,10 @@ fig.legend(loc="outside lower center", ncols=2, fontsize=8)
 # %%
 # ## What the measurement says
 #
-# - **Rounded logits are the main error, and the first-order formula explains all of it** (the
-#   dashed line lies on the bf16 curve): each weight moves by $p_j$ times its logit's rounding
-#   error relative to the row's mean rounding error.
+# - **Rounded logits are the main error, and the first-order formula explains it** (the dashed
+#   line lies on the bf16 curve except at the largest $\sigma$, where the two differ by a
+#   factor of a few at an error too small to matter): each weight moves by $p_j$ times its
+#   logit's rounding error relative to the row's mean rounding error.
 # - **bf16 against float16:** the ratio printed below is the factor 8 of their spacings.
 # - **The error rises with $\sigma$ while the rows are soft** (larger logits, larger rounding),
 #   peaks at the $\sigma$ printed below, and falls once rows are one-hot: a saturated row has no
@@ -139,20 +140,26 @@ for name in pipelines:
 # %%
 # ## No overflow, but no resolution either
 #
-# The float16-overflow page grows q and k until the raw $q \cdot k$ passes 65504. The same
-# product in bf16 stays finite, since bf16's range is float32's, but it is rounded to the spacing
-# printed below: no NaN, and no accuracy either. By then the softmax is saturated anyway; bf16
-# hides the symptom that float16 makes loud.
+# The float16-overflow page multiplies $W_q$ and $W_k$ by $g$ until the raw $q \cdot k$ passes
+# 65504. The same product in bf16 stays finite, since bf16's range is float32's, but at its
+# largest value it is rounded to the spacing printed below: no NaN, and no accuracy either. By
+# then the softmax is saturated anyway; bf16 hides the symptom that float16 makes loud.
 
 torch.manual_seed(SEED)
 q, k = 48 * torch.randn(1, 4, 32, 64), 48 * torch.randn(1, 4, 32, 64)  # (b, heads, n, d_k)
 raw = q @ k.transpose(-2, -1)  # (b, heads, n, n), float32
 largest = raw.abs().max().item()
 for name in ("float16", "bfloat16"):
-    product = (q.to(formats[name]) @ k.to(formats[name]).transpose(-2, -1)).float()
+    dtype = formats[name]
+    product = (q.to(dtype) @ k.to(dtype).transpose(-2, -1)).float()
+    top = torch.finfo(dtype).max
+    if largest > top:  # past the format's range there is no spacing: the product overflows
+        there = f"above the largest finite {name}, {top:g}: overflow"
+    else:
+        there = f"spacing there = {attnscale.logit_resolution(largest, dtype):g}"
     print(
         f"{name:<9} largest |q.k| {largest:.0f}: finite = {bool(product.isfinite().all())}, "
-        f"spacing there = {attnscale.logit_resolution(min(largest, 65504.0), formats[name]):g}"
+        f"{there}"
     )
 
 # %%

@@ -175,8 +175,9 @@ class ScoreScaling(nn.Module):
         normalisation of $q$ or $k$. The trainer's fast path relies on it. A subclass inherits
         ``True`` only by declaring it again, since overriding ``prepare`` may break it.
     cost : str
-        Extra parameters / extra FLOPs per head over the plain product, for $n$ queries, $m$ keys,
-        head dimension $d$ and $H$ heads ($QK^\top$ itself costs $2nmd$).
+        Extra parameters (in total, over all heads) / extra FLOPs per head over the plain
+        product, for $n$ queries, $m$ keys, head dimension $d$ and $H$ heads ($QK^\top$ itself
+        costs $2nmd$).
     used_by : tuple of str
         Published models that use the technique; each is checked against ``transformers``'
         model code or the cited paper. Empty when no model uses it alone.

@@ -278,6 +278,7 @@ def test_language_and_switcher(page: str) -> None:
             "zh/index.html" if page.startswith("reference/") else "index.html"
         )
     if page.endswith("404.html"):  # served at any address: its links start from the site root
+        assert parser.editions == {"en": "/attnscale/404.html", "zh": "/attnscale/zh/404.html"}
         return
     for code, href in parser.editions.items():
         target = urljoin("https://x.test/" + page, href).removeprefix("https://x.test/")
@@ -303,7 +304,7 @@ def test_switcher_click_keeps_the_page(base_url: str, browser) -> None:
 
 
 SEARCHES_ZH = {
-    "缩放": "02_softmax/plot_01_shift_vs_scale",
+    "缩放": "04_training/plot_02_where_scaling_matters",
     "熵": "02_softmax",
     "温度": "02_softmax/plot_04_temperature",
     "掩码": "05_debugging/plot_08_masking",

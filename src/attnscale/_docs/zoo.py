@@ -39,7 +39,8 @@ softmax.
   is added to the scores before the mask; on the sdpa path it travels inside
   a float ``attn_mask`` of shape ``(1, heads, q, k)``.
 * ``gemma2``: ``scaling = query_pre_attn_scalar**-0.5`` (a config value,
-  256 or 224 in real checkpoints, not always ``head_dim``), then a tanh
+  256 for the 2B and 9B checkpoints, 144 (hidden/heads) for the 27B whose
+  ``head_dim`` is 128; the first 9B conversion had 224, transformers #31891), then a tanh
   soft-cap ``50 * tanh(scores / 50)`` before the mask. No sdpa path
   (``_supports_sdpa = False``: sdpa cannot soft-cap).
 * Llama-like families (``llama``, ``mistral``, ``qwen2``, ``mixtral``,
