@@ -61,7 +61,10 @@ def test_missing_and_untranslated_entries_are_reported(tmp_path, monkeypatch):
         "i18n/zh/docs/index.md: missing (translates docs/index.md)",
     ]
     i18n.skeleton("examples/01_a/plot_01_a.py")  # keeps blocks 0 and 1, adds 2 as todo
-    assert i18n.problems()[0] == "i18n/zh/examples/01_a/plot_01_a.md: block 2 not translated yet (todo)"
+    assert (
+        i18n.problems()[0]
+        == "i18n/zh/examples/01_a/plot_01_a.md: block 2 not translated yet (todo)"
+    )
 
 
 @pytest.mark.parametrize("source", i18n.SCRIPTS)
@@ -143,7 +146,10 @@ def test_terms_are_glossed_at_first_use(path: Path) -> None:
             continue
         # Skip occurrences inside a longer glossary term (掩码 in 填充掩码).
         covered = [
-            k.span() for z, *_ in TERMS if zh in z and z != zh for k in re.finditer(re.escape(z), text)
+            k.span()
+            for z, *_ in TERMS
+            if zh in z and z != zh
+            for k in re.finditer(re.escape(z), text)
         ]
         for m in re.finditer(re.escape(zh), text):
             if any(s <= m.start() and m.end() <= e for s, e in covered):

@@ -313,4 +313,6 @@ SEARCHES_ZH = {
 
 @pytest.mark.parametrize(("query", "section"), SEARCHES_ZH.items())
 def test_chinese_search_finds_the_section(query: str, section: str, base_url: str, browser):
-    test_search_finds_the_section(query, "zh/generated/gallery/" + section, base_url + "zh/", browser)
+    test_search_finds_the_section(
+        query, "zh/generated/gallery/" + section, base_url + "zh/", browser
+    )
