@@ -158,8 +158,7 @@ for name in ("float16", "bfloat16"):
     else:
         there = f"spacing there = {attnscale.logit_resolution(largest, dtype):g}"
     print(
-        f"{name:<9} largest |q.k| {largest:.0f}: finite = {bool(product.isfinite().all())}, "
-        f"{there}"
+        f"{name:<9} largest |q.k| {largest:.0f}: finite = {bool(product.isfinite().all())}, {there}"
     )
 
 # %%

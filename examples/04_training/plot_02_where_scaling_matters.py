@@ -222,12 +222,14 @@ plt.show()
 # %%
 # At initialisation the query and key projections (PyTorch's default ``nn.Linear`` init) give
 # components of variance about $1/3$, so unscaled logits have a standard deviation near
-# $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (first column). The two gradients then
-# tell opposite stories (printed ratios). The weight gradient is larger without the scale, and
-# most of that is the factor $\sqrt{d_k}$ it lacks: measured there, nothing vanishes. At the
-# softmax input the ratio is below 1: the unscaled model's typical row receives less gradient
-# than the scaled model's because its rows are saturated, which is the article's story after
-# all. How far training then moved the unscaled entropy is in the first printed lines.
+# $\sqrt{d_k}/3$ and the softmax is already sharp at step 1 (the first value in the entropy
+# column). The two gradients then tell opposite stories (printed ratios). The weight gradient is
+# larger without the scale: the unscaled logits lack the factor $1/\sqrt{d_k}$, so the gradient
+# of $W_q$ is larger by about $\sqrt{d_k}$, which is most of the printed ratio. Measured there,
+# nothing vanishes. At the softmax input the ratio is below 1: the unscaled model's typical row
+# receives less gradient than the scaled model's because its rows are saturated, which is the
+# article's story after all. How far training then moved the unscaled entropy is in the first
+# printed lines.
 
 # %%
 # ## Contrast: tasks where sharp attention is right

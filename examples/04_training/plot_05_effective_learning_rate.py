@@ -6,13 +6,14 @@ $\ell = \alpha\, q \cdot k$ with a fixed $\alpha$. It is tempting to say they di
 logits they start from. Under Adam that is false, and this page measures why.
 
 Adam moves each weight by about the learning rate $\eta$, whatever the size of its gradient: its
-step is $\eta\, \hat m / (\sqrt{\hat v} + \epsilon)$, and on the first step exactly
-$\eta \operatorname{sign}(g)$. A change $\Delta W_q$ of size $\eta$ changes the logits by about
-$\alpha\, \Delta q \cdot k$, so $\alpha$ multiplies how fast the logits move as well as where
-they start. Dropping $1/\sqrt{d_k}$ therefore acts, for the logits, like a $\sqrt{d_k}$-times
-larger learning rate. This is the argument of μP (Yang et al. 2022, Tensor Programs V), which
-sets the attention multiplier and the learning rates together. It touches only the query and key
-weights: the value and output weights see the same $\eta$ under every strategy.
+step is $\eta\, \hat m / (\sqrt{\hat v} + \epsilon)$, and on the first step
+$\eta\, g / (|g| + \epsilon)$, which is $\eta \operatorname{sign}(g)$ up to Adam's $\epsilon$. A
+change $\Delta W_q$ of size $\eta$ changes the logits by about $\alpha\, \Delta q \cdot k$, so
+$\alpha$ multiplies how fast the logits move as well as where they start. Dropping
+$1/\sqrt{d_k}$ therefore acts, for the logits, like a $\sqrt{d_k}$-times larger learning rate.
+This is the argument of μP (Yang et al. 2022, Tensor Programs V), which sets the attention
+multiplier and the learning rates together. It touches only the query and key weights: the value
+and output weights see the same $\eta$ under every strategy.
 """
 
 # %%
@@ -147,10 +148,12 @@ plt.show()
 
 # %%
 # The printed ratios are the mechanism. At the same learning rate the unscaled logits move about
-# $\sqrt{d_k}$ times as far as the scaled ones from the first step on; at $\eta/\sqrt{d_k}$ they
-# move about as far, whether every weight or only $W_q$ and $W_k$ get the smaller rate. So "no
-# scale" and $1/\sqrt{d_k}$ compared at one learning rate are not two scales at one speed: the
-# unscaled model's logits also run $\sqrt{d_k}$ times faster.
+# $\sqrt{d_k}$ times as far as the scaled ones at the first step, and the ratio drifts lower over
+# the following steps (the table's first-step and last-step columns). At $\eta/\sqrt{d_k}$ they
+# move about as far as the scaled ones at first, and somewhat less by the last step, whether
+# every weight or only $W_q$ and $W_k$ get the smaller rate. So "no scale" and $1/\sqrt{d_k}$
+# compared at one learning rate are not two scales at one speed: the unscaled model's logits
+# also run faster, by about $\sqrt{d_k}$ at the start.
 #
 # The loss is another matter, and the table measures it rather than assume it: matching the
 # logits' speed does not match the training loss (see the "closest" line). Two things differ that
@@ -284,10 +287,10 @@ for task, grids in mean_loss.items():
 # %%
 # How to read it:
 #
-# - **The logit speed is not the whole story.** The first section's ratio is set by $\alpha$
-#   alone. The best learning rate of the whole model is not: the value and output weights, which
-#   no scale touches, limit it too. So the shift of the best learning rate between no scale and
-#   $1/\sqrt{d_k}$ (table) need not reach $\sqrt{d_k}$, and at this size it does not
+# - **The logit speed is not the whole story.** The first section's ratio starts at a value set
+#   by $\alpha$ alone. The best learning rate of the whole model is not: the value and output weights, which
+#   none of the scales acts on, limit it too. So the shift of the best learning rate between no
+#   scale and $1/\sqrt{d_k}$ (table) need not reach $\sqrt{d_k}$, and at this size it does not
 #   have to be the same on both tasks.
 # - **The failures follow the multiplier.** Compare the "largest good η" column: where it is
 #   larger for $1/\sqrt{d_k}$ and $1/d_k$ than for no scale, the smaller multiplier is what lets

@@ -141,16 +141,19 @@ print(reports["correct"])
 print(f"findings after the fix: {len(reports['correct'].findings)}")
 
 # %%
-# ## Severity follows the code, not the size of the logits
+# ## Severity follows the code, and wide logits raise it
 #
-# Every bug above is a warning, although a freshly initialised model has small logits whatever
-# its scale: the logits widen during training, and by the time they are large the run has gone
-# wrong. A scale that differs from $1/\sqrt{d_\text{head}}$ is only `info` when the monitor can
-# tell it is deliberate. One such case is T5, which has no division at run time: its
-# initialisation gives $W_q$ a standard deviation $(d_\text{model} d_\text{head})^{-1/2}$
-# against $d_\text{model}^{-1/2}$ for $W_k$, which folds the scale into the weights. The
-# monitor reads a factor of $\sqrt{d_\text{head}}$, sees queries that much smaller than the
-# keys, and reports the fold:
+# Every bug above is reported on a freshly initialised model, before training has widened its
+# logits: by the time they are large the run has gone wrong. So a scale that differs from
+# $1/\sqrt{d_\text{head}}$ is a warning even while the logits are small, as for the
+# $\sqrt{d_\text{model}}$ and double-scaling bugs. A scale that is too large becomes an error
+# when the measured within-row logit std already exceeds the monitor's `max_logit_std`
+# threshold: that is why the missing scale is an `[ERROR]` (its report prints the measured std).
+# A scale that differs is only `info` when the monitor can tell it is deliberate. One such case
+# is T5, which has no division at run time: its initialisation gives $W_q$ a standard deviation
+# $(d_\text{model} d_\text{head})^{-1/2}$ against $d_\text{model}^{-1/2}$ for $W_k$, which
+# folds the scale into the weights. The monitor reads a factor of $\sqrt{d_\text{head}}$, sees
+# queries that much smaller than the keys, and reports the fold:
 
 torch.manual_seed(SEED)
 t5_like = HandAttention("none")

@@ -36,9 +36,11 @@ linked to the page that demonstrates it.
 #    the monitor. The [real-architectures page](plot_06_real_architectures.md) shows what a
 #    full report looks like on each `transformers` family the test suite builds.
 #
-# A `scale-mismatch` is a warning whatever the size of the logits. It is `info` only for a scale
-# the monitor can tell is deliberate: T5's scale folded into the initialisation, or a scale you
-# declare with `AttentionMonitor(model, expected_scale=...)`. `masked-rows` at `info` (query
+# A `scale-mismatch` is a warning even when the logits are small. It becomes an error when the
+# scale is too large and the within-row logit std already exceeds `max_logit_std` (printed
+# below), as for the missing scale of [step 1](plot_01_scale_bugs.md). It is `info` only for a
+# scale the monitor can tell is deliberate: T5's scale folded into the initialisation, or a scale
+# you declare with `AttentionMonitor(model, expected_scale=...)`. `masked-rows` at `info` (query
 # rows with no key, such as padding) needs no action; as an error, those rows produce NaN.
 
 import attnscale

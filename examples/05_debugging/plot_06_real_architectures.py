@@ -1,9 +1,10 @@
 r"""# The monitor on real architectures
 
 Every model family below comes from Hugging Face `transformers`, built from a tiny config with
-random weights and run through the monitor twice: once with eager attention, once with SDPA.
-First as the library ships them, then with a bug planted through the model's own config switch
-or weights. This is the test that matters for a debugging tool: code that other people wrote.
+random weights and run through the monitor with eager attention and, where `transformers` has
+that path, with SDPA (Gemma-2 has none). First as the library ships them, then with a bug
+planted through the model's own config switch or weights. This is the test that matters for a
+debugging tool: code that other people wrote.
 """
 
 # %%
@@ -109,7 +110,9 @@ assert quiet == len(healthy), "the prose above says every healthy model passes"
 # - **float16 overflow:** float16 weights with q and k grown until the raw product passes 65504.
 #
 # Each cell names the expected finding(s) the monitor raised at warning or error level, or
-# says `missed`. Gemma-2's wrong scalar has a paragraph of its own below.
+# says `missed`. A `-` marks a combination that was not run: Falcon without its scale (no switch
+# removes it) and Gemma-2 on SDPA (no such path). Gemma-2's wrong scalar has a paragraph of its
+# own below.
 
 BUGS = {
     "no-scale": {"families": [f for f in zoo.FAMILIES if f != "falcon"], "impls": "all"},
@@ -141,12 +144,12 @@ Table(
 )
 
 # %%
-# The same rules catch every one of them. The missing scale is a warning although the
-# logits of a freshly built model are tiny, because the verdict follows what the code does:
-# training would widen those logits later, and by then the run is already going wrong. Gemma-2's
-# wrong scalar changes the scale by only a few percent (printed below) and is still caught,
-# since the monitor reads the scale from the code rather than estimating it from the logits;
-# the message names the divisor it read.
+# The same rules catch every one of them. The missing scale is caught whether or not the
+# logits of a freshly built model are already wide, because the finding follows what the code
+# does: training would widen small logits later, and by then the run is already going wrong.
+# Gemma-2's wrong scalar changes the scale by only a few percent (printed below) and is still
+# caught, since the monitor reads the scale from the code rather than estimating it from the
+# logits; the message names the divisor it read.
 
 for bug in BUGS:
     cases = [caught for (b, *_), caught in planted.items() if b == bug]
@@ -162,8 +165,9 @@ print(textwrap.fill(next(f.message for f in wrong.findings if f.code == "scale-m
 # ## What the monitor read
 #
 # The scale per family, healthy and with the scale removed. Every healthy model sits on 1
-# except T5 (folded into the initialisation); removing the scale moves each one to
-# $\sqrt{d_\text{head}}$, whatever the family's way of writing attention.
+# except T5 (folded into the initialisation); removing the scale moves every family but Falcon
+# to $\sqrt{d_\text{head}}$, whatever its way of writing attention. Falcon has only its healthy
+# point: it is left out of the no-scale bug, since its code hard-codes the scale.
 
 families = list(zoo.FAMILIES)
 fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
@@ -193,11 +197,12 @@ fig.legend(loc="outside lower center", ncols=2)
 # ## What this page does not show
 #
 # The models here are freshly initialised, so their logits are small and only bugs in the
-# code, or planted in the weights, show. A model that trains into large logits gets
-# `large-logits` and `entropy-collapse` as the q/k row above does; the training section shows
-# when that happens. Kernels the monitor cannot see into (FlashAttention, xformers, custom CUDA)
-# leave no record, and the report then says `no-attention` at warning level rather than
-# passing in silence.
+# code, or planted in the weights, show. A model that trains into large logits gets findings
+# like those in the `qk-x16` column above: `large-logits` in every family, and
+# `entropy-collapse` too in all but BERT and RoBERTa. The training section shows when that
+# happens. Kernels the monitor cannot see into (FlashAttention, xformers, custom CUDA) leave no
+# record, and the report then says `no-attention` at warning level rather than passing in
+# silence.
 #
 # ## References
 #

@@ -165,9 +165,10 @@ fig.colorbar(image, ax=axes, shrink=0.8, label="weight")
 # [THRESHOLDS][attnscale.THRESHOLDS]) counts as masked: it is left out of the logit statistics
 # (otherwise a $-10^9$ fill would make the logit range look enormous), counted in
 # `masked_fraction`, and a row with no valid key is reported as `masked-rows`. The threshold sits
-# well below any logit a working model produces and above every fill in common use ($-10^4$,
-# float16's $-65504$, $-10^9$, $-\infty$). A code base that masks with a small number such as
-# $-100$ needs a higher threshold, or its fill is read as logits:
+# well below any logit a working model produces. The fills in common use are at or below it: a
+# fill of $-10^4$ sits exactly on the default threshold and so counts as masked, and float16's
+# $-65504$, $-10^9$ and $-\infty$ lie below it. A code base that masks with a small number such
+# as $-100$ needs a higher threshold, or its fill is read as logits:
 
 
 def monitored(fill: float, **thresholds: float) -> attnscale.MonitorReport:
