@@ -94,7 +94,7 @@ plot_entropy_vs_temperature(
     TEMPERATURES,
     {"the row above": h_row, f"mean over {ROWS} rows": h_mean},
     log_n=math.log(N),
-    marks={"T = 1, unscaled": 1.0, "T = √d_k, scaled": math.sqrt(D_K)},
+    marks={"$T = 1$, unscaled": 1.0, r"$T = \sqrt{d_k}$, scaled": math.sqrt(D_K)},
     ax=ax,
 )
 ax.set_title(

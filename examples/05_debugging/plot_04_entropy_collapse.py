@@ -63,7 +63,7 @@ for i, (lr, (monitor, _)) in enumerate(runs.items()):
     report = monitor.report()
     run = {"color": f"C{i}", "label": f"lr {lr:g}", "legend": False}  # one colour per rate
     plotting.plot_monitor_series(
-        report, metric="normalized_entropy", ax=ax1, ylabel="entropy / ln n", **run
+        report, metric="normalized_entropy", ax=ax1, ylabel=r"entropy / $\ln n$", **run
     )
     plotting.plot_monitor_series(
         report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|", **run
