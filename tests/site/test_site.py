@@ -235,10 +235,6 @@ def test_search_finds_the_section(query: str, section: str, base_url: str, brows
 
 # --- the two editions ----------------------------------------------------------------------------
 
-ZH_PAGES = [p for p in PAGES if p.startswith("zh/")]
-#: Pages of one edition only (the API reference is English; the glossary is Chinese).
-ONE_EDITION = ("reference/", "zh/glossary/")
-
 
 def test_every_english_page_has_a_chinese_twin():
     english = {p for p in PAGES if not p.startswith(("zh/", "reference/"))}
@@ -273,10 +269,11 @@ def test_language_and_switcher(page: str) -> None:
     assert set(parser.editions) == {"en", "zh"}
     english = page.removeprefix("zh/")
     expected = {"en": english, "zh": "zh/" + english}
-    if page.startswith(ONE_EDITION):  # the other edition's home page
-        expected["zh" if page.startswith("reference/") else "en"] = (
-            "zh/index.html" if page.startswith("reference/") else "index.html"
-        )
+    # Pages of one edition only link the other edition's home page.
+    if page.startswith("reference/"):  # the API reference is in English only
+        expected["zh"] = "zh/index.html"
+    elif page.startswith("zh/glossary/"):  # the glossary is in Chinese only
+        expected["en"] = "index.html"
     if page.endswith("404.html"):  # served at any address: its links start from the site root
         assert parser.editions == {"en": "/attnscale/404.html", "zh": "/attnscale/zh/404.html"}
         return
