@@ -165,5 +165,6 @@ for name in ("float16", "bfloat16"):
 # ## References
 #
 # - Kalamkar et al. 2019, *A Study of BFLOAT16 for Deep Learning Training*, arXiv:1905.12322.
-# - Dao et al. 2022, *FlashAttention*, arXiv:2205.14135 (softmax statistics kept in float32).
+# - Dao et al. 2022, *FlashAttention*, arXiv:2205.14135 (the tiled, online softmax of fused
+#   kernels).
 # - Micikevicius et al. 2018, *Mixed Precision Training*, arXiv:1710.03740.
