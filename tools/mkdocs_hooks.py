@@ -26,7 +26,6 @@ _BOX = {
         "    下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
     ),
 }
-_TOTAL = {"en": r"**Total running time of the script:** \1", "zh": r"**脚本总运行时间：** \1"}
 
 #: The editions: language code, the name the switcher shows, and where its site lives relative
 #: to the English site's root.
@@ -40,21 +39,28 @@ def _language(config: Any) -> str:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
+    lang = _language(config)
+    if re.fullmatch(r"generated/gallery/[^/]+/plot_\w+\.md", page.file.src_uri):
+        markdown = _running_box(markdown, page, lang)
+    if lang == "zh":  # the gallery's running-time line, on examples and the fact-check
+        markdown = _TIME.sub(
+            lambda m: f"**脚本总运行时间：** {m[1]} 分 {float(m[2]):.1f} 秒", markdown
+        )
+    return markdown
+
+
+def _running_box(markdown: str, page: Any, lang: str) -> str:
     src = page.file.src_uri
-    if not re.fullmatch(r"generated/gallery/[^/]+/plot_\w+\.md", src):
-        return markdown
     # The guide's pages explain a topic; rank them above API entries in site search.
     page.meta["search"] = {"boost": 4}
     found = _TIME.search(markdown)
     title = _TITLE.search(markdown)
     if not found or not title:
         raise ValueError(f"{src}: gallery page without a title or a running time")
-    lang = _language(config)
     seconds = int(found.group(1)) * 60 + float(found.group(2))
     stem = src.rsplit("/", 1)[-1].removesuffix(".md")
     box = _BOX[lang].format(seconds=seconds, stem=stem)
-    markdown = markdown[: title.end()] + box + markdown[title.end() :]
-    return re.sub(r"\*\*Total running time of the script:\*\*(.*)", _TOTAL[lang], markdown)
+    return markdown[: title.end()] + box + markdown[title.end() :]
 
 
 def on_page_context(context: dict[str, Any], page: Any, config: Any, **_: Any) -> dict[str, Any]:
