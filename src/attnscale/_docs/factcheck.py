@@ -136,7 +136,7 @@ def _check_1_2(gen: torch.Generator) -> ClaimCheck:
         + ", ".join(f"{nums[f'var_{d}']:.1f}" for d in (16, 64, 256, 1024))
         + f" for \\(d_k\\) = 16, 64, 256, 1024; the largest deviation from \\(d_k\\) is "
         f"{worst_var:.1f} standard errors, from mean 0 {worst_mean:.1f}.",
-        "holds if mean and variance are within 4 standard errors of 0 and \\(d_k\\)",
+        "holds if mean and variance are within 4 standard errors of 0 and \\(d_k\\); false otherwise",
         _GALLERY + "01_variance/plot_01_variance_growth/",
         nums,
     )
@@ -157,7 +157,7 @@ def _check_2_1(gen: torch.Generator) -> ClaimCheck:
         + "), "
         f"max probability {nums['p_max']:.4f} and entropy {nums['entropy']:.4f} nats: "
         "softmax ignores a shift. Multiplying the logits is what sharpens it.",
-        "false if the three outputs agree to 1e-6",
+        "false if the three outputs agree to 1e-6; holds otherwise",
         _GALLERY + "02_softmax/plot_01_shift_vs_scale/",
         nums,
     )
@@ -183,8 +183,8 @@ def _check_2_2(gen: torch.Generator) -> ClaimCheck:
         + ", ".join(f"{v:.3f}" for v in norms)
         + f" for σ = 1, 2, …, 32. It rises first and peaks at σ = {peak:.2f} (value "
         f"{peak_value:.3f}, on a grid a quarter octave apart) before collapsing.",
-        "holds if the norm falls monotonically with σ; partly if it first rises, "
-        "then falls below its σ = 1 value",
+        "holds if the norm falls monotonically with σ; partly if it does not but ends below its "
+        "σ = 1 value; false otherwise",
         _GALLERY + "02_softmax/plot_03_softmax_gradient/",
         nums,
     )
@@ -220,7 +220,8 @@ def _check_3_2(gen: torch.Generator) -> ClaimCheck:
         f"With LayerNorm'd inputs and \\(1/\\sqrt{{d_k}}\\), growing \\(W_q, W_k\\) tenfold drops the "
         f"normalised attention entropy from {nums['sqrt_g1']:.2f} to {nums['sqrt_g10']:.2f}; "
         f"QK-LayerNorm, missing from the table, keeps it at {nums['qknorm_g10']:.2f}.",
-        "partly if weight growth collapses scaled attention (entropy halves) while QK-norm does not",
+        "partly if weight growth collapses scaled attention (entropy halves) while QK-norm does not; "
+        "holds otherwise",
         _GALLERY + "03_normalization/plot_02_weight_growth/",
         nums,
     )
@@ -279,8 +280,9 @@ def _check_4_2b(res: TrainingResult) -> ClaimCheck:
         f"one's. Its epoch loss rose in {nums['loss_rises_unscaled']:.1f} epochs on average, "
         f"the scaled model's in {nums['loss_rises_scaled']:.1f} (of {res.config.epochs - 1}).",
         "explode: a gradient norm above 10 times its run's median; vanish: the unscaled per-row "
-        "gradient at the logits below 0.1 times the scaled one; oscillate: the loss rising in more "
-        "than twice as many epochs. Holds if all three are seen, partly if some, false if none",
+        "gradient at the logits below 0.1 times the scaled one; oscillate: the unscaled loss rising "
+        "in more than twice as many epochs as the scaled one. Holds if all three are seen, partly "
+        "if some, false if none",
         _GALLERY + "04_training/plot_01_article_experiment/",
         nums,
     )
@@ -311,7 +313,7 @@ def _check_5_1(gen: torch.Generator) -> ClaimCheck:
         f"For unit-variance inputs ({d_model} → {d_k}), Xavier gives Var\\((q_i)\\) = "
         f"{measured['xavier_uniform']:.2f} and Kaiming (ReLU gain) "
         f"{measured['kaiming_uniform']:.2f}; only LeCun initialisation gives 1.",
-        "false if both are more than 25% away from 1",
+        "false if both are more than 25% away from 1; holds otherwise",
         _GALLERY + "01_variance/plot_02_beyond_assumptions/",
         nums,
     )
@@ -337,7 +339,7 @@ def _check_5_3(gen: torch.Generator) -> ClaimCheck:
         "false" if not has_param else "holds",
         f"Its constructor takes {len(params)} arguments, none of them a scale; it divides by "
         f"\\(\\sqrt{{\\text{{head dim}}}}\\) internally: its output {same}.",
-        "false if no constructor argument names a scale",
+        "false if no constructor argument names a scale; holds otherwise",
         _GALLERY + "05_debugging/",
         {"max_difference": err, "n_params": float(len(params))},
     )
