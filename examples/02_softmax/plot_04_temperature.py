@@ -130,7 +130,9 @@ for t in (1.0, math.sqrt(D_K)):
 # - $T = d_k$, the choice of μP (arXiv:2203.03466), which expects $q$ and $k$ to become
 #   correlated during training, so that scores grow like $d_k$ rather than $\sqrt{d_k}$;
 # - a learnable temperature, or cosine attention with a learnable logit scale (Swin
-#   Transformer V2), where training picks $T$;
+#   Transformer V2), where training picks $T$ (attnscale's
+#   [LearnableTemperature][attnscale.LearnableTemperature] learns the multiplier $1/T$, starting
+#   at $1/\sqrt{d_k}$);
 # - QK-LayerNorm (arXiv:2302.05442) fixes the norm of $q$ and $k$ and leaves the effective
 #   temperature to the learned gains.
 #

@@ -132,8 +132,8 @@ for label in VARIANTS:
 # - **No scaling, $1/\sqrt{d_k}$, the learnable temperature and T5's folded init** collapse: their
 #   logits grow like $g^2$ and the attention becomes one-hot. Dividing by $\sqrt{d_k}$ only
 #   postpones the collapse by a factor $d_k^{1/4}$ in $g$; a constant factor cannot bound a
-#   product that grows without limit. The learnable temperature would have to shrink as fast as
-#   the weights grow.
+#   product that grows without limit. The learnable temperature's multiplier ($1/T$) would have
+#   to shrink as fast as the weights grow.
 # - **$1/d_k$** postpones it by a further $d_k^{1/4}$ in $g$, but does not prevent it.
 # - **The soft-cap** bounds the logits (the printed maximum is at most 50: the largest logits
 #   approach the cap), but a bound of 50 is far beyond what a softmax needs to become
