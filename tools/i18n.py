@@ -29,6 +29,7 @@ import json
 import re
 import shutil
 import sys
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from textwrap import dedent
@@ -232,7 +233,7 @@ def table_texts(source: str) -> list[str]:
 
 def _example_titles() -> set[str]:
     """The English titles of the gallery scripts."""
-    return {text_blocks(ROOT / s)[0].strip().split("\n")[0].removeprefix("# ") for s in SCRIPTS}
+    return {_title_and_intro(text_blocks(ROOT / s)[0])[0] for s in SCRIPTS}
 
 
 # --- the zh tree: what the second MkDocs build renders -------------------------------------------
@@ -458,8 +459,6 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
 
 def _zip_downloads(folder: Path, gallery: str) -> None:
     """The "download all examples" archives of a gallery, in Chinese."""
-    import zipfile
-
     for kind, suffix in [("python", ".py"), ("jupyter", ".ipynb")]:
         with zipfile.ZipFile(folder / f"{gallery}_{kind}.zip", "w", zipfile.ZIP_DEFLATED) as z:
             for f in sorted(folder.glob(f"**/plot_*{suffix}")):

@@ -30,6 +30,7 @@ _BOX = {
 #: The editions: language code, the name the switcher shows, and where its site lives relative
 #: to the English site's root.
 EDITIONS = [("en", "English", ""), ("zh", "中文", "zh/")]
+PREFIX = {code: prefix for code, _, prefix in EDITIONS}
 #: Pages that exist in one edition only, by URL prefix: their switcher goes to the other home page.
 ONLY_IN = {"en": ("reference/",), "zh": ("glossary/",)}
 
@@ -66,14 +67,12 @@ def _running_box(markdown: str, page: Any, lang: str) -> str:
 def on_page_context(context: dict[str, Any], page: Any, config: Any, **_: Any) -> dict[str, Any]:
     """Give the template one link per edition: the same page there, or its home page."""
     lang = _language(config)
-    here = dict((code, prefix) for code, _, prefix in EDITIONS)[lang]
     # From this page up to the English site's root, then down into each edition.
-    root = context["base_url"] + "/" + "../" * here.count("/")
-    url = page.url
+    root = context["base_url"] + "/" + "../" * PREFIX[lang].count("/")
     links = []
     for code, name, prefix in EDITIONS:
-        same = code == lang or not url.startswith(ONLY_IN[lang])
-        links.append((code, name, root + prefix + (url if same else "")))
+        same = code == lang or not page.url.startswith(ONLY_IN[lang])
+        links.append((code, name, root + prefix + (page.url if same else "")))
     context["editions"] = links
     return context
 
@@ -82,7 +81,6 @@ def on_template_context(context: dict[str, Any], template_name: str, config: Any
     """The 404 page is served at any address: its switcher links start from the site root."""
     if template_name == "404.html":
         lang = _language(config)
-        here = dict((code, prefix) for code, _, prefix in EDITIONS)[lang]
-        root = urlsplit(config["site_url"] or "/").path.removesuffix(here)
+        root = urlsplit(config["site_url"] or "/").path.removesuffix(PREFIX[lang])
         context["editions"] = [(c, name, f"{root}{p}404.html") for c, name, p in EDITIONS]
     return context
