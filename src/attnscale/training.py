@@ -210,6 +210,7 @@ class TrainingConfig:
     eps: float = 1e-8
     weight_decay: float = 0.0
     warmup_steps: int = 0
+    qk_init_gain: float = 1.0
     device: torch.device | str = "cpu"
     progress: bool | None = None
     num_threads: int | None = None
@@ -256,6 +257,7 @@ class TrainingConfig:
         store("eps", _checks.positive_float(self.eps, "eps"))
         store("weight_decay", _checks.non_negative_float(self.weight_decay, "weight_decay"))
         store("warmup_steps", _checks.integer(self.warmup_steps, "warmup_steps", low=0, high=2**62))
+        store("qk_init_gain", _checks.positive_float(self.qk_init_gain, "qk_init_gain"))
         _checks.allocation(
             (len(seeds), max(self.num_samples, self.test_samples), self.seq_len, self.d_model),
             torch.float32,
@@ -819,6 +821,7 @@ def train(
     eps: float = 1e-8,
     weight_decay: float = 0.0,
     warmup_steps: int = 0,
+    qk_init_gain: float = 1.0,
     device: torch.device | str = "cpu",
     progress: bool | None = None,
     num_threads: int | None = None,
@@ -867,6 +870,10 @@ def train(
     warmup_steps : int
         Linear learning-rate warmup ($\ge 0$): step $t$ uses $\eta \min(1, t / T_w)$; 0 (the
         default) means none.
+    qk_init_gain : float
+        Multiplier (> 0) of every query and key projection weight at initialisation, after the
+        strategy's own init; 1 (the default) leaves them as drawn. With ``"none"`` and
+        $d_k^{-1/4}$ the unscaled logits start exactly where the $1/\sqrt{d_k}$ model's do.
     device : str or torch.device
         Where to train (``"cpu"`` by default; ``"cuda"`` when available; not ``"meta"``). Data and initial
         weights are drawn on the CPU, so a seed means the same run on every device.
@@ -940,18 +947,22 @@ def _train(config: TrainingConfig) -> TrainingResult:
     for strat in config.strategies:
         for lr in config.lrs:
             for s in seed_list:
-                models.append(
-                    make_model(
-                        config.model,
-                        d_model=d_model,
-                        d_k=config.d_k,
-                        d_v=config.d_v,
-                        num_heads=config.num_heads,
-                        strategy=strat,
-                        seed=s,
-                        device=dev,
-                    )
+                model = make_model(
+                    config.model,
+                    d_model=d_model,
+                    d_k=config.d_k,
+                    d_v=config.d_v,
+                    num_heads=config.num_heads,
+                    strategy=strat,
+                    seed=s,
+                    device=dev,
                 )
+                if config.qk_init_gain != 1.0:
+                    with torch.no_grad():
+                        for name, p in model.named_parameters():
+                            if _param_group(name) in ("q", "k"):
+                                p.mul_(config.qk_init_gain)
+                models.append(model)
                 order.append((strat, lr, s))
     # One stack per strategy, except that neighbouring strategies the fast path covers share one.
     groups: list[_Stack] = []

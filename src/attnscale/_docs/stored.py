@@ -1,0 +1,424 @@
+r"""Full-budget experiments, stored with their provenance and checked at every build.
+
+Site-only, no stability promise. Some claims of the guide need budgets that a docs build on two
+CPU cores cannot afford (many seeds, fine learning-rate sweeps, thousands of steps). Each such
+experiment is an [Experiment][] defined in a module of ``attnscale._docs.studies``:
+
+- ``nox -s experiments -- NAME`` (``python -m attnscale._docs.stored run NAME``) runs it at its
+  full budget, one part at a time, and stores every part as it finishes in
+  ``attnscale/_docs/results/NAME/`` (compressed arrays, ``PART.npz``) with its provenance in
+  ``provenance.json``: the commit, a hash of the code that produced it, torch and Python
+  versions, the device and thread count, the budget (seeds included), the wall time and the
+  date. A run that stops part-way resumes at the first missing part.
+- A guide page calls [load][] for the stored full run: it fails when the experiment's code
+  changed since the run (a different code hash), naming the experiment and the command that
+  refreshes it. The page draws its decisive figures from the stored arrays and prints the
+  provenance.
+- The page then reruns the experiment at its reduced budget, live, and [verify][] compares the
+  two with the experiment's own checks (numbers within stated bounds, and the direction of
+  every verdict); a failed check raises, so the build fails.
+
+The code hash covers the experiment's module and the library modules it declares in ``uses``,
+after removing docstrings and comments (``ast``), so an edit to prose does not invalidate hours
+of computation, and an edit to code does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import datetime
+import hashlib
+import importlib
+import inspect
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = [
+    "RESULTS",
+    "Check",
+    "Disagreement",
+    "Experiment",
+    "StaleResults",
+    "Stored",
+    "close",
+    "code_hash",
+    "experiment",
+    "load",
+    "rerun",
+    "same_direction",
+    "verify",
+]
+
+#: Where the stored full runs live: package data, so that a downloaded example finds them too.
+RESULTS = Path(__file__).parent / "results"
+STUDIES = "attnscale._docs.studies"
+#: What a reader runs to refresh an experiment.
+COMMAND = "nox -s experiments -- {name}"
+
+Arrays = dict[str, np.ndarray]
+Budget = Mapping[str, Any]
+
+
+class StaleResults(RuntimeError):
+    """The stored full run is missing, incomplete, or was made by different code."""
+
+
+class Disagreement(AssertionError):
+    """The live reduced run does not agree with the stored full run."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One comparison of the live reduced run with the stored full run."""
+
+    what: str
+    stored: str
+    live: str
+    bound: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """A full-budget experiment: its parts, its two budgets and its agreement checks.
+
+    Attributes
+    ----------
+    name : str
+        Name of the experiment (and of its module in ``attnscale._docs.studies``).
+    parts : Callable[[Budget], list[str]]
+        The parts of a run at a budget; each part is run and stored on its own.
+    run_part : Callable[[str, Budget, str], dict[str, np.ndarray]]
+        Runs one part at a budget on a device (``"cpu"``, ``"cuda"``), returning named arrays.
+    full, reduced : Mapping
+        The two budgets (JSON-serialisable settings: seeds, learning rates, steps...).
+    agree : Callable[[Stored, dict], list[Check]]
+        Compares the reduced run's parts with the stored full run.
+    uses : tuple of modules
+        Library modules whose code, with the experiment's own module, makes the code hash.
+    hours : float
+        Stated wall time of the full run on 2 CPU cores, in hours.
+    """
+
+    name: str
+    parts: Callable[[Budget], list[str]]
+    run_part: Callable[[str, Budget, str], Arrays]
+    full: Budget
+    reduced: Budget
+    agree: Callable[[Stored, dict[str, Arrays]], list[Check]]
+    uses: tuple[ModuleType, ...]
+    hours: float
+
+    @property
+    def command(self) -> str:
+        return COMMAND.format(name=self.name)
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A stored full run: its arrays by part and its provenance (``provenance.json``)."""
+
+    name: str
+    parts: dict[str, Arrays]
+    provenance: dict[str, Any]
+
+    @property
+    def budget(self) -> dict[str, Any]:
+        return dict(self.provenance["budget"])
+
+    def summary(self) -> str:
+        """The provenance in a few lines, for the page."""
+        runs = list(self.provenance["parts"].values())
+        commits = sorted({r["commit"][:10] + (" (uncommitted changes)" if r["dirty"] else "")
+                          for r in runs})
+        devices = sorted({f"{r['device']}, {r['threads']} thread(s)" for r in runs})
+        dates = sorted(r["finished"][:10] for r in runs)
+        hours = sum(r["seconds"] for r in runs) / 3600
+        seeds = self.budget.get("seeds")
+        lines = [
+            f"Stored full run of `{self.name}`: {len(runs)} part(s), {hours:.2f} h of computation"
+            f" in all, finished {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else ""),
+            f"  commit {', '.join(commits)}; code hash {self.provenance['code_hash'][:12]}",
+            f"  torch {', '.join(sorted({r['torch'] for r in runs}))}, Python "
+            f"{', '.join(sorted({r['python'] for r in runs}))}; device {'; '.join(devices)}",
+        ]
+        if seeds is not None:
+            lines.append(f"  seeds {seeds}")
+        lines.append(f"  refresh with: {COMMAND.format(name=self.name)}")
+        return "\n".join(lines)
+
+
+def experiment(name: str) -> Experiment:
+    """The experiment ``name``, from its module in ``attnscale._docs.studies``."""
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ValueError(f"experiment name must be an identifier, got {name!r}")
+    try:
+        module = importlib.import_module(f"{STUDIES}.{name}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{STUDIES}.{name}":
+            raise
+        raise ValueError(f"unknown experiment {name!r}; known: {', '.join(names())}") from None
+    exp: Experiment = module.EXPERIMENT
+    return exp
+
+
+def names() -> list[str]:
+    """Every experiment of ``attnscale._docs.studies``."""
+    folder = Path(importlib.import_module(STUDIES).__file__ or "").parent
+    return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
+
+
+def _code(module: ModuleType) -> str:
+    """A module's code without docstrings, comments or formatting."""
+    tree = ast.parse(inspect.getsource(module))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (
+            isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
+            body[0] = ast.Pass()  # the docstring
+    return ast.dump(tree, include_attributes=False)
+
+
+def code_hash(exp: Experiment) -> str:
+    """SHA-256 of the code of the experiment's module and of the library modules it uses."""
+    h = hashlib.sha256()
+    for module in (importlib.import_module(f"{STUDIES}.{exp.name}"), *exp.uses):
+        h.update(module.__name__.encode() + b"\0" + _code(module).encode() + b"\0")
+    return h.hexdigest()
+
+
+def _folder(name: str, root: Path | None) -> Path:
+    return (RESULTS if root is None else root) / name
+
+
+def _read_provenance(folder: Path) -> dict[str, Any]:
+    path = folder / "provenance.json"
+    if not path.exists():
+        return {}
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def load(name: str, *, root: Path | None = None) -> Stored:
+    """The stored full run of experiment ``name``, checked against today's code.
+
+    Raises
+    ------
+    StaleResults
+        If no complete full run is stored, or the code hash differs from today's; the message
+        names the experiment and the command that refreshes it.
+    """
+    exp = experiment(name)
+    folder = _folder(name, root)
+    prov = _read_provenance(folder)
+    expected = exp.parts(exp.full)
+    if not prov or any(p not in prov.get("parts", {}) for p in expected):
+        done = len(prov.get("parts", {})) if prov else 0
+        raise StaleResults(
+            f"experiment {name!r}: no complete full run is stored ({done} of {len(expected)} "
+            f"parts); run it with `{exp.command}` (about {exp.hours:g} h on 2 CPU cores)"
+        )
+    now = code_hash(exp)
+    if prov["code_hash"] != now or dict(prov["budget"]) != _jsonable(exp.full):
+        what = "code" if prov["code_hash"] != now else "full budget"
+        raise StaleResults(
+            f"experiment {name!r}: its {what} changed since the stored full run (stored code "
+            f"hash {prov['code_hash'][:12]}, now {now[:12]}); refresh it with `{exp.command}` "
+            f"(about {exp.hours:g} h on 2 CPU cores)"
+        )
+    parts = {}
+    for part in expected:
+        with np.load(folder / f"{part}.npz") as data:
+            parts[part] = {k: data[k] for k in data.files}
+    return Stored(name, parts, prov)
+
+
+def rerun(name: str, *, device: str = "cpu") -> dict[str, Arrays]:
+    """Run experiment ``name`` at its reduced budget, every part, in this process."""
+    exp = experiment(name)
+    return {part: exp.run_part(part, exp.reduced, device) for part in exp.parts(exp.reduced)}
+
+
+def verify(stored: Stored, live: dict[str, Arrays]) -> list[Check]:
+    """Compare a live reduced run with the stored full run; raise if any check fails.
+
+    Returns the checks (all passed), for the page to print.
+
+    Raises
+    ------
+    Disagreement
+        Listing every failed check.
+    """
+    checks = experiment(stored.name).agree(stored, live)
+    if not checks:
+        raise Disagreement(f"experiment {stored.name!r} declares no agreement checks")
+    failed = [c for c in checks if not c.ok]
+    if failed:
+        lines = "\n".join(
+            f"  {c.what}: stored {c.stored}, live {c.live} (required: {c.bound})" for c in failed
+        )
+        raise Disagreement(
+            f"experiment {stored.name!r}: the reduced rerun disagrees with the stored full run "
+            f"in {len(failed)} of {len(checks)} checks:\n{lines}\nIf the code changed on purpose,"
+            f" refresh the stored run with `{COMMAND.format(name=stored.name)}`."
+        )
+    return checks
+
+
+def close(what: str, stored: float, live: float, *, rtol: float, atol: float = 0.0) -> Check:
+    """``live`` within ``atol + rtol * |stored|`` of ``stored`` (or both the same infinity)."""
+    ok = stored == live or (
+        math.isfinite(stored)
+        and math.isfinite(live)
+        and abs(live - stored) <= atol + rtol * abs(stored)
+    )
+    bound = f"within {rtol:.0%}" + (f" + {atol:g}" if atol else "") + " of stored"
+    return Check(what, f"{stored:.4g}", f"{live:.4g}", bound, bool(ok))
+
+
+def same_direction(what: str, stored: float, live: float) -> Check:
+    """``stored`` and ``live`` have the same sign (a verdict that points the same way)."""
+    ok = math.isfinite(stored) and math.isfinite(live) and np.sign(stored) == np.sign(live)
+    return Check(what, f"{stored:+.3g}", f"{live:+.3g}", "same sign", bool(ok))
+
+
+# --- running and storing ---------------------------------------------------------------------
+
+
+def _jsonable(value: Any) -> Any:
+    """Budgets as JSON stores them (tuples become lists)."""
+    result: Any = json.loads(json.dumps(value))
+    return result
+
+
+def _git(*args: str) -> str:
+    root = Path(__file__).parents[3]
+    try:
+        out = subprocess.run(
+            ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"cpu: {cpu}, {os.cpu_count()} core(s)"
+
+
+def provenance(exp: Experiment, device: str, seconds: float) -> dict[str, Any]:
+    """The record stored with one part of a full run."""
+    return {
+        "commit": _git("rev-parse", "HEAD") or "unknown",
+        "dirty": bool(_git("status", "--porcelain", "--", "src")),
+        "code_hash": code_hash(exp),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "device": _device_name(device),
+        "threads": torch.get_num_threads(),
+        "seconds": round(seconds, 1),
+        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def run(
+    name: str, *, device: str = "cpu", root: Path | None = None, log: Callable[[str], object] = print
+) -> Path:
+    """Run experiment ``name`` at its full budget and store it, part by part.
+
+    Parts already stored by the same code with the same budget are kept, so an interrupted run
+    resumes where it stopped. Returns the experiment's results folder.
+    """
+    exp = experiment(name)
+    folder = _folder(name, root)
+    folder.mkdir(parents=True, exist_ok=True)
+    now = code_hash(exp)
+    budget = _jsonable(exp.full)
+    prov = _read_provenance(folder)
+    if prov.get("code_hash") != now or prov.get("budget") != budget:
+        prov = {"experiment": name, "code_hash": now, "budget": budget, "parts": {}}
+    todo = [p for p in exp.parts(exp.full) if p not in prov["parts"]]
+    log(f"{name}: {len(todo)} of {len(exp.parts(exp.full))} parts to run (code {now[:12]})")
+    for part in todo:
+        start = time.perf_counter()
+        arrays = exp.run_part(part, exp.full, device)
+        seconds = time.perf_counter() - start
+        tmp = folder / f".{part}.tmp.npz"
+        np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
+        tmp.replace(folder / f"{part}.npz")
+        prov["parts"][part] = provenance(exp, device, seconds)
+        (folder / "provenance.json").write_text(json.dumps(prov, indent=1) + "\n")
+        log(f"{name}: part {part} stored ({seconds:.0f} s)")
+    for stale in folder.glob("*.npz"):
+        if stale.stem not in prov["parts"]:
+            stale.unlink()
+    return folder
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m attnscale._docs.stored",
+        description="Run the guide's full-budget experiments and store them with provenance.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    run_p = sub.add_parser("run", help="run experiments (default: every missing or stale one)")
+    run_p.add_argument("names", nargs="*", help="experiments to run")
+    run_p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
+    run_p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    sub.add_parser("status", help="list the experiments and the state of their stored runs")
+    args = parser.parse_args(argv)
+    if args.command == "status":
+        for name in names():
+            try:
+                stored = load(name)
+                print(f"{name}: up to date\n{stored.summary()}")
+            except StaleResults as err:
+                print(f"{name}: {err}")
+        return 0
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    chosen = args.names or [n for n in names() if not _is_current(n)]
+    for name in chosen:
+        run(name, device=args.device)
+    return 0
+
+
+def _is_current(name: str) -> bool:
+    try:
+        load(name)
+    except StaleResults:
+        return False
+    return True
+
+
+if __name__ == "__main__":
+    sys.exit(main())
