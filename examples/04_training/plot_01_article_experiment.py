@@ -3,48 +3,50 @@ r"""
 
 The source article trains a single-head attention model to reconstruct its input, once with and
 once without the $1/\sqrt{d_k}$ scale, and reports that the scaled model converges faster and
-lower while the unscaled one oscillates. We rerun the same experiment on five seeds and put the
-gap between the two variants next to the spread between seeds.
+lower while the unscaled one oscillates. We rerun the same experiment on twenty seeds and at
+nine learning rates around the article's, and put each difference between the two variants next
+to its confidence interval.
 """
 
 # %%
 import math
 
 import matplotlib.pyplot as plt
-import torch
+import numpy as np
 
-import attnscale
-from attnscale._docs import experiments, style
+from attnscale._docs import experiments, stored, style
 from attnscale._docs.figures import one_legend
 from attnscale._docs.tables import Table
-from attnscale.plotting import plot_seed_bands, plot_training_metric
+from attnscale.plotting import plot_seed_bands
 
 style.use_style()
 
-# The article's settings (d_model 128, d_k = d_v = 64, 8 tokens, 500 samples, batch 32, Adam at
-# 1e-3, 100 epochs) live in one place, which the fact-check page reuses.
-SETTINGS = experiments.ARTICLE
-SEEDS = experiments.ARTICLE_SEEDS  # five independent runs per variant
-D_MODEL, D_K, SEQ_LEN, NUM_SAMPLES = (
-    SETTINGS[k] for k in ("d_model", "d_k", "seq_len", "num_samples")
-)
 VARIANTS = ["inverse_sqrt", "none"]  # scaled by 1/sqrt(d_k), unscaled
+NAMES = style.text_labels(VARIANTS)
+ARTICLE_LR = 10 ** (experiments.ARTICLE_QUARTER / 4)  # 1e-3
 
 # %%
-# ## Training both variants on five seeds
+# ## Twenty seeds, nine learning rates
 #
-# [train][attnscale.train] trains all ten models in one batched pass (the call is printed
-# below; it is cached so that the fact-check reuses these models): the article's
-# [SimpleAttentionModel][attnscale.SimpleAttentionModel] (bias-free $W_q, W_k, W_v$ and an output
-# projection), Adam at the article's learning rate, mini-batches of 32 reshuffled every epoch,
-# mean squared error against the input itself. A seed fixes the data, the batch order and the
-# initial weights, so the scaled and the unscaled model of one seed start from the same weights
-# and see the same batches: the comparison is paired.
+# The article's setting: its [SimpleAttentionModel][attnscale.SimpleAttentionModel]
+# (bias-free $W_q, W_k, W_v$ and an output projection, $d_{\text{model}} = 128$,
+# $d_k = d_v = 64$), 500 training sequences of 8 random tokens reused for 100 epochs,
+# mini-batches of 32 reshuffled every epoch, Adam, mean squared error against the input
+# itself. A seed fixes the data, the batch order and the initial weights, so the scaled and the
+# unscaled model of one seed start from the same weights and see the same batches: every
+# comparison below is paired by seed. The article used one learning rate, $10^{-3}$; we train
+# both variants on a quarter-decade grid from $10^{-4}$ to $10^{-2}$ as well.
+#
+# Those 360 runs take longer than a build of this site can afford, so they were run once with
+# [train][attnscale.train] (``nox -s experiments -- article``) and stored with their provenance:
 
 # %%
-print(SETTINGS)
-result = experiments.article_experiment(SEEDS)  # attnscale.train(**SETTINGS, seeds=SEEDS)
-print(f"trained {result.num_models} models in {result.seconds:.1f} s")
+full = experiments.article()
+arrays = full.parts["sweep"]
+print(full.summary())
+print({k: v for k, v in full.budget.items() if k not in ("seeds", "quarters")})
+lrs = 10 ** (arrays["quarters"] / 4)
+at = list(arrays["quarters"]).index(experiments.ARTICLE_QUARTER)
 
 # %%
 # ## The loss floor of this task
@@ -55,41 +57,31 @@ print(f"trained {result.num_models} models in {result.seconds:.1f} s")
 # rank-$d_v$ linear map is, by the Eckart–Young theorem, the projection on the top $d_v$
 # principal directions of the training tokens, and its mean squared error is the sum of the
 # $d_{\text{model}} - d_v$ smallest eigenvalues of the tokens' second-moment matrix divided by
-# $d_{\text{model}}$. Mixing in other tokens only adds independent noise. We compute this floor
-# from each seed's training data (the same draws [train][attnscale.train] used). For
-# population data it would be $(128 - 64)/128 = 0.5$; with 4,000 training tokens the top
-# directions fit some of the sample's noise, so the floor on the training set is lower.
-
+# $d_{\text{model}}$. Mixing in other tokens only adds independent noise. The stored run
+# computed this floor from each seed's training data. For population data it would be
+# $(128 - 64)/128 = 0.5$; the top directions of 4,000 training tokens fit some of the sample's
+# noise, so the floor on the training set is lower.
 
 # %%
-def loss_floor(seed: int) -> float:
-    """Training-set MSE of the best rank-d_v linear map of each token onto itself."""
-    gen = torch.Generator().manual_seed(seed)
-    x, _ = attnscale.make_task("reconstruction", NUM_SAMPLES, SEQ_LEN, D_MODEL, generator=gen)
-    tokens = x.reshape(-1, D_MODEL).double()  # (samples * length, d_model)
-    eig = torch.linalg.eigvalsh(tokens.T @ tokens / tokens.shape[0])  # ascending
-    return float(eig[: D_MODEL - D_K].sum() / D_MODEL)
-
-
-floors = torch.tensor([loss_floor(s) for s in SEEDS])
+floors = arrays["floor"]
 print(
     f"loss floor on the training set: {floors.mean():.4f} (seeds range {floors.min():.4f}"
     f" to {floors.max():.4f})"
 )
 
 # %%
-# ## Loss, gradient norm and attention entropy, mean and range over seeds
+# ## Loss at the article's learning rate, and across learning rates
 #
-# Lines are means over the five seeds, shaded bands span the lowest to the highest seed. The
-# dashed line is the loss floor. The middle panel shows the gradient norm of every step of the
-# first three epochs (the article plotted the first 100 steps), the right one the attention
-# entropy in nats (its maximum is $\ln 8$).
+# Left: the epoch loss at $\eta = 10^{-3}$, the mean over the twenty seeds as a line and the
+# lowest to highest seed as a band; the dashed line is the mean floor. Right: the final
+# epoch's loss at every learning rate of the sweep, in the same style.
 
 # %%
-fig, axes = plt.subplots(1, 3, figsize=(7, 2.8), layout="constrained")
-plot_training_metric(
-    result,
-    "loss",
+epoch_loss = {name: arrays["epoch_loss"][i, at] for i, name in enumerate(VARIANTS)}
+final = {name: arrays["epoch_loss"][i, :, :, -1].T for i, name in enumerate(VARIANTS)}
+fig, axes = plt.subplots(1, 2, figsize=(7, 3.0), layout="constrained")
+plot_seed_bands(
+    epoch_loss,
     ax=axes[0],
     ylabel="training loss (MSE)",
     logy=True,
@@ -97,86 +89,125 @@ plot_training_metric(
     hline_label="floor",
     **style.strategy_kwargs(),
 )
-axes[0].set_title("loss per epoch")
-first = {k: v[:, : 3 * result.steps_per_epoch] for k, v in result.by_variant("grad_norm").items()}
-plot_seed_bands(first, ax=axes[1], xlabel="step", ylabel="gradient norm", **style.strategy_kwargs())
-axes[1].set_title("gradient norm, first steps")
-plot_training_metric(
-    result,
-    "entropy",
-    ax=axes[2],
-    ylabel="attention entropy (nats)",
-    hline=math.log(SEQ_LEN),
-    hline_label="$\\ln L$: uniform attention",
+axes[0].set_title(f"$\\eta = {ARTICLE_LR:g}$")
+plot_seed_bands(
+    final,
+    x=lrs,
+    ax=axes[1],
+    xlabel="learning rate η",
+    ylabel="final-epoch loss",
+    logx=True,
+    logy=True,
+    markers=True,
+    legend=False,
     **style.strategy_kwargs(),
 )
-axes[2].set_title("attention entropy")
-fig.suptitle(f"Reconstruction, $d_k = {D_K}$: scaled vs unscaled, {len(SEEDS)} seeds")
+axes[1].set_title("learning-rate sweep")
+fig.suptitle(f"Reconstruction, $d_k = 64$: scaled vs unscaled, {floors.size} seeds")
 one_legend(fig)
 plt.show()
 
 # %%
-# ## What the numbers say
+# ## What the numbers say at the article's learning rate
 #
-# The table compares the final epoch's loss (the article's measure) of the two variants. The
-# paired difference subtracts, seed by seed, the scaled model's loss from the unscaled one's;
-# a difference that matters would have to be large compared with its own spread over seeds and
-# with the seed-to-seed spread of each variant.
+# The table describes each variant over the twenty seeds. "Epochs to within 1% of floor"
+# counts the epochs until the epoch loss is below 1.01 times the seed's floor; "largest
+# gradient / median" is, for each run, its largest gradient norm over its median, and the
+# table gives the largest over the seeds.
 
 # %%
-final = result.by_variant("loss", per_epoch=True)
-epoch_loss = {k: v[:, -1] for k, v in final.items()}
+epochs = experiments.epochs_to_floor(arrays)  # (variants, seeds)
 rows = []
-for name, values in epoch_loss.items():
-    idx = result.select(strategy=name)
-    grads = result.grad_norm[idx]
-    within = final[name] < 1.01 * floors[:, None]  # (seeds, epochs)
-    # The first epoch within 1% of the floor; a seed that never gets there is not averaged in.
-    to_floor = torch.where(within.any(1), within.float().argmax(1) + 1.0, torch.nan)
-    never = int((~within.any(1)).sum())
-    rises = (final[name].diff(dim=1) > 0).sum(1).float()
+for i, name in enumerate(VARIANTS):
+    last = epoch_loss[name][:, -1]
+    never = int(np.isnan(epochs[i]).sum())
+    rises = (np.diff(epoch_loss[name], axis=-1) > 0).sum(-1)
     rows.append(
         [
-            name,
-            f"{values.mean():.4f} ± {values.std():.4f}",
-            f"{result.test_loss[idx].mean():.4f}",
-            f"{to_floor.nanmean():.1f}" + (f" ({never} seeds never)" if never else ""),
-            f"{grads[:, : result.steps_per_epoch].median():.3f}",
-            f"{grads.median():.3f}",
-            f"{(grads.amax(1) / grads.median(1).values).mean():.1f}",
+            NAMES[name],
+            f"{last.mean():.4f} ± {last.std(ddof=1):.4f}",
+            f"{np.nanmean(epochs[i]):.1f}" + (f" ({never} seeds never)" if never else ""),
+            f"{arrays['grad_max_over_median'][i, at].max():.1f}",
             f"{rises.mean():.1f}",
-            f"{result.entropy[idx, -1].mean():.3f}",
+            f"{arrays['final_entropy'][i, at].mean():.3f}",
         ]
     )
 Table(
     [
         "variant",
         "final loss (mean ± sd)",
-        "test loss",
         "epochs to within 1% of floor",
-        "median grad norm, epoch 1",
-        "median grad norm, all steps",
-        "max / median grad",
-        "epochs loss rose",
-        "final entropy (nats)",
+        "largest gradient / median",
+        "epochs the loss rose",
+        "final attention entropy (nats)",
     ],
     rows,
 )
 
 # %%
-gap = experiments.paired_gap(result)  # the fact-check's claim 4.2a prints the same numbers
+# The article's two claims are differences, so we measure the differences seed by seed, with a
+# 95% percentile-bootstrap interval of their mean (seeds resampled). The fact-check reads the
+# same numbers through the same functions.
+
+# %%
+lower = experiments.final_loss_gap(arrays)
+faster = experiments.speed_gap(arrays)
 print(
-    f"unscaled minus scaled, paired over seeds: {gap.gap:+.5f} (95% interval {gap.low:+.5f} to "
-    f"{gap.high:+.5f}), {100 * gap.gap / gap.scaled:.2f}% of the loss"
+    f"final loss, unscaled minus scaled: {lower.gap:+.5f} (95% interval {lower.low:+.5f} to "
+    f"{lower.high:+.5f}), {100 * lower.gap / lower.scaled:.3f}% of the loss, {lower.seeds} seeds"
 )
 print(
-    f"seed spread (sd) of the final loss: scaled {epoch_loss['inverse_sqrt'].std():.5f}, "
-    f"unscaled {epoch_loss['none'].std():.5f}"
+    f"epochs to within 1% of floor, unscaled minus scaled: {faster.gap:+.1f} (95% interval "
+    f"{faster.low:+.1f} to {faster.high:+.1f}), {100 * faster.gap / faster.scaled:.0f}% of "
+    f"{faster.scaled:.1f}, {faster.seeds} seeds where both get there"
 )
 print(
-    f"both end above the floor by {(epoch_loss['inverse_sqrt'] - floors).mean():.4f} (scaled) "
-    f"and {(epoch_loss['none'] - floors).mean():.4f} (unscaled)"
+    f"seed spread (sd) of the final loss: scaled {epoch_loss['inverse_sqrt'][:, -1].std(ddof=1):.5f}, "
+    f"unscaled {epoch_loss['none'][:, -1].std(ddof=1):.5f}"
 )
+
+# %%
+# ## The same differences at every learning rate
+#
+# A difference at one learning rate could be a property of that rate. The table repeats both
+# paired differences over the sweep; a dash marks a rate where no seed came within 1% of its
+# floor in 100 epochs.
+
+# %%
+rows = []
+for q, lr in zip(arrays["quarters"], lrs, strict=True):
+    g = experiments.final_loss_gap(arrays, int(q))
+    e = experiments.speed_gap(arrays, int(q))
+    speed = "-" if e.seeds == 0 else f"{e.gap:+.1f} ({e.low:+.1f} to {e.high:+.1f}), {e.seeds}"
+    rows.append(
+        [
+            f"{lr:.2g}",
+            f"{g.scaled:.4f}",
+            f"{g.unscaled:.4f}",
+            f"{100 * g.gap / g.scaled:+.3f}% ({100 * g.low / g.scaled:+.3f} to "
+            f"{100 * g.high / g.scaled:+.3f})",
+            speed,
+        ]
+    )
+Table(
+    [
+        "η",
+        "final loss, scaled",
+        "unscaled",
+        "paired gap, % of the loss (95% interval)",
+        "epochs to floor, unscaled minus scaled (interval), seeds",
+    ],
+    rows,
+)
+
+# %%
+gaps = [experiments.final_loss_gap(arrays, int(q)) for q in arrays["quarters"]]
+above = [f"{lr:.2g}" for lr, g in zip(lrs, gaps, strict=True) if g.low > 0]
+below = [f"{lr:.2g}" for lr, g in zip(lrs, gaps, strict=True) if g.high < 0]
+largest = max(abs(g.gap / g.scaled) for g in gaps)
+print(f"learning rates where the unscaled model ends higher (interval above 0): {above or 'none'}")
+print(f"learning rates where it ends lower (interval below 0): {below or 'none'}")
+print(f"largest paired gap over the sweep: {100 * largest:.3f}% of the loss")
 
 # %%
 # ## Two gradients, two answers
@@ -184,59 +215,60 @@ print(
 # "Vanishing gradients" can be measured in two places. The gradient of the query weights $W_q$
 # carries the multiplier $\alpha$ as a factor, so without $1/\sqrt{d_k}$ it is $\sqrt{d_k}$ times
 # larger before the softmax plays any part. The gradient at the softmax input,
-# $\partial L / \partial \ell$, has no such factor: it is what a saturated softmax shrinks. Both
-# are recorded at every step ([metric definitions][metric-definitions]). For the logits we take
-# each query row's gradient norm and its median over the rows (a few unsaturated rows would
-# dominate a norm over the whole batch). Printed: the medians over the first epoch, unscaled
-# over scaled, paired by seed.
+# $\partial L / \partial \ell$, has no such factor: it is what a saturated softmax shrinks. For
+# both we take the first epoch: for $W_q$ the median of the gradient norm over the epoch's
+# steps, for the logits each step's median over query rows of the row's gradient norm, then
+# the median over the epoch's steps (``logit_grad_row_median`` in the
+# [metric definitions][metric-definitions]). Printed: unscaled over scaled, paired by seed.
 
 # %%
-spe = result.steps_per_epoch
-first_epoch = {
-    metric: {
-        name: result.metric(metric)[result.select(strategy=name), :spe].median(1).values
-        for name in VARIANTS
-    }
-    for metric in ("grad_norm_q", "logit_grad_norm")
-}
-for metric, what in (
-    ("grad_norm_q", "W_q gradient"),
-    ("logit_grad_norm", "gradient at the logits"),
+w_q = arrays["grad_norm_q_epoch1"][:, at]  # (variants, seeds)
+ratio_q = w_q[1] / w_q[0]
+ratio_rows = experiments.logit_gradient_ratio(arrays)  # the fact-check's claim 4.2c
+for what, (mean, low, high) in (
+    ("W_q gradient", (ratio_q.mean(), ratio_q.min(), ratio_q.max())),
+    ("gradient at the logits, per row (median)", ratio_rows),
 ):
-    ratio = first_epoch[metric]["none"] / first_epoch[metric]["inverse_sqrt"]
-    word = (
-        "larger" if bool((ratio > 1).all()) else "smaller" if bool((ratio < 1).all()) else "mixed"
-    )
+    word = "larger" if low > 1 else "smaller" if high < 1 else "mixed"
     print(
-        f"{what:22s}: unscaled / scaled = {ratio.mean():.2f} (seeds {ratio.min():.2f} to "
-        f"{ratio.max():.2f}): {word} without the scale; √d_k = {D_K**0.5:g}"
+        f"{what:42s}: unscaled / scaled = {mean:.2f} (seeds {low:.2f} to {high:.2f}): "
+        f"{word} without the scale; √d_k = {math.sqrt(64):g}"
     )
 
 # %%
 # Read the printed values against the article's claims:
 #
-# - **"Faster and lower".** Both variants end just above the same floor. The difference between
-#   their mean final losses is several times smaller than the seed-to-seed spread of either
-#   variant, so with independent runs the two could not be told apart. Paired by seed (same
-#   data, same initial weights), the unscaled model ends slightly higher, and on these five seeds
-#   the printed 95% interval of that gap lies above zero: a consistent direction, but a size that
-#   is a tiny fraction of the loss, so "lower" does not hold in any sense that matters (the
-#   fact-check's claim 4.2a). Compare also the epochs each needs to come within 1% of the floor
-#   (a loss below 1.01 times the floor).
-# - **"The unscaled model oscillates, its gradients explode or vanish".** Nothing explodes, and
-#   neither gradient vanishes. The weight gradient is the misleading one: the unscaled logits
-#   lack the factor $1/\sqrt{d_k}$, so the gradient of $W_q$ is larger by about $\sqrt{d_k}$. Its
-#   printed ratio is close to that, and says nothing about what the softmax does. At the
-#   softmax input, where saturation would act, the ratio is much closer to 1: on this task the
-#   unscaled softmax is not saturated enough to starve the logits (the next page shows a task
-#   where it is). The largest gradient norm of a run stays within a small multiple of its median, and the
-#   epoch loss of both variants rises about equally often (Adam's mini-batch noise, not an
-#   oscillation peculiar to the unscaled model).
-# - **Why.** Reconstruction is a task where the best attention is one-hot on the token itself.
-#   Sharp attention is *right* here, so the sharp softmax of the unscaled model does no harm;
-#   both variants end with attention entropy near zero. The next example builds a task where
-#   sharp attention is wrong, and there the missing scale fails clearly.
+# - **"Lower".** Both variants end just above the same floor. The paired gap's interval says
+#   whether the unscaled model ends higher at all, and its size in percent of the loss says
+#   whether that matters; the fact-check applies a stated threshold (claim 4.2a). The sweep
+#   table shows whether the sign and the size depend on the learning rate.
+# - **"Faster".** The paired difference in epochs to the floor, with its interval, is the
+#   measurement of "faster" (claim 4.2b); compare it with the scaled model's own count.
+# - **"The unscaled model oscillates, its gradients explode or vanish".** The largest gradient
+#   norm of a run stays within the printed multiple of its median, and the epoch loss of both
+#   variants rises about as often (Adam's mini-batch noise). The weight gradient is the
+#   misleading one: its printed ratio is close to $\sqrt{d_k}$ because the unscaled logits lack
+#   the factor $1/\sqrt{d_k}$, and it says nothing about what the softmax does. At the softmax
+#   input, where saturation would act, the per-row ratio is the one to read (claim 4.2c).
+# - **Why.** Reconstruction is a task where the best attention is one-hot on the token itself:
+#   both variants end with attention entropy near zero. Whether a sharp start costs anything on
+#   tasks that want other attention, at matched budgets and each variant at its own learning
+#   rate, is the subject of [where scaling matters](plot_02_where_scaling_matters.md).
 #
+# ## Checked at every build
+#
+# While this page is built, two of the stored seeds are trained again at the article's
+# learning rate, with the same data, batches and steps. Their numbers must match the stored
+# run within the bounds printed here, or the build fails.
+
+# %%
+checks = stored.verify(full, stored.rerun("article"))
+Table(
+    ["check", "stored", "rerun now", "required"],
+    [[c.what, c.stored, c.live, c.bound] for c in checks],
+)
+
+# %%
 # ## References
 #
 # - Vaswani et al. 2017, *Attention Is All You Need*, arXiv:1706.03762, §3.2.1 and footnote 4.

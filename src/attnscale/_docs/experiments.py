@@ -1,98 +1,104 @@
 """Computations that a guide page and the fact-check share, so their numbers agree.
 
 Site-only, no stability promise. A guide page and the fact-check call the same function with the
-same settings. The article's training run is cached: the docs build runs every example in one
-process, so the fact-check reuses the training page's models instead of training them again.
+same settings. The article's experiment is the stored full run of ``studies/article.py`` (see
+``attnscale._docs.stored``): the training page verifies it against a live rerun, and the
+fact-check reads the same arrays through these functions.
 """
 
 from __future__ import annotations
 
 import functools
-import math
 from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from ..softmax import softmax_jacobian_norm
-from ..training import TrainingResult, train
+from . import stored
+from .intervals import bootstrap
 
 __all__ = [
-    "ARTICLE",
-    "ARTICLE_SEEDS",
+    "ARTICLE_QUARTER",
     "SIGMAS",
     "PairedGap",
-    "article_experiment",
+    "article",
+    "epochs_to_floor",
+    "final_loss_gap",
     "jacobian_norm_peak",
-    "paired_gap",
+    "logit_gradient_ratio",
     "softmax_rows",
+    "speed_gap",
 ]
 
 #: Logit scales of the softmax-gradient page: 1/4 to 128, a quarter octave apart.
 SIGMAS: tuple[float, ...] = tuple(2 ** (j / 4) for j in range(-8, 29))
 
-#: The source article's experiment: reconstruction, d_model 128, d_k = d_v = 64, 8 tokens,
-#: 500 samples, batch 32, Adam at 1e-3, 100 epochs, with and without the scale.
-ARTICLE: dict[str, object] = {
-    "task": "reconstruction",
-    "strategies": ("inverse_sqrt", "none"),
-    "d_model": 128,
-    "d_k": 64,
-    "seq_len": 8,
-    "num_samples": 500,
-    "batch_size": 32,
-    "lrs": 1e-3,
-    "epochs": 100,
-}
-#: The seeds of the training page.
-ARTICLE_SEEDS: tuple[int, ...] = (0, 1, 2, 3, 4)
+@functools.lru_cache(maxsize=1)
+def article() -> stored.Stored:
+    """The stored full run of the article's experiment (20 seeds, learning-rate sweep)."""
+    return stored.load("article")
 
 
-def softmax_rows(seed: int = 0, rows: int = 2000, n: int = 64) -> torch.Tensor:
-    """Standard-normal rows ``(rows, n)``; the softmax-gradient page's logits are ``sigma * z``."""
-    return torch.randn(rows, n, generator=torch.Generator().manual_seed(seed))
+#: The article's learning rate, as a quarter-decade exponent of the stored sweep.
+ARTICLE_QUARTER = -12
 
 
-def jacobian_norm_peak(z: torch.Tensor) -> tuple[float, float]:
-    """Where the mean softmax-Jacobian norm of the rows ``sigma * z`` peaks over ``SIGMAS``.
-
-    Returns ``(sigma, mean norm there)``.
-    """
-    norms = softmax_jacobian_norm(torch.tensor(SIGMAS)[:, None, None] * z).mean(-1)  # (sigmas,)
-    i = int(norms.argmax())
-    return SIGMAS[i], float(norms[i])
-
-
-@functools.lru_cache(maxsize=4)
-def article_experiment(seeds: tuple[int, ...] = ARTICLE_SEEDS) -> TrainingResult:
-    """Train the article's two variants on ``seeds`` (cached per tuple of seeds)."""
-    return train(**ARTICLE, seeds=list(seeds))  # type: ignore[arg-type]
-
-
-# Two-sided 95% quantiles of Student's t by degrees of freedom (n - 1 for n paired seeds).
-_T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+def _at(arrays: dict[str, np.ndarray], key: str, quarter: int) -> np.ndarray:
+    """``arrays[key]`` at one learning rate: ``(variants, seeds, ...)``."""
+    return arrays[key][:, list(arrays["quarters"]).index(quarter)]
 
 
 class PairedGap(NamedTuple):
-    """Final-epoch loss of the two variants and their difference paired by seed."""
+    """A per-seed quantity of the two variants and its difference, paired by seed."""
 
-    scaled: float  # mean over seeds of the scaled model's final-epoch loss
+    scaled: float  # mean over seeds, scaled model
     unscaled: float
     gap: float  # mean of (unscaled - scaled), seed by seed
-    low: float  # 95% t-interval of the mean gap
+    low: float  # 95% percentile-bootstrap interval of the mean gap (seeds resampled)
     high: float
+    seeds: int  # seeds that entered (both variants finite)
 
 
-def paired_gap(res: TrainingResult) -> PairedGap:
-    """Unscaled minus scaled final-epoch loss (the article's measure), paired by seed."""
-    last = {k: v[:, -1] for k, v in res.by_variant("loss", per_epoch=True).items()}
-    gap = last["none"] - last["inverse_sqrt"]  # (seeds,)
-    n = gap.numel()
-    half = _T95[n - 1] * gap.std().item() / math.sqrt(n)
-    mean = gap.mean().item()
-    return PairedGap(
-        last["inverse_sqrt"].mean().item(),
-        last["none"].mean().item(),
-        mean,
-        mean - half,
-        mean + half,
-    )
+def _paired(scaled: np.ndarray, unscaled: np.ndarray) -> PairedGap:
+    ok = np.isfinite(scaled) & np.isfinite(unscaled)
+    a, b = scaled[ok], unscaled[ok]
+    diff = b - a
+    low, high = bootstrap(lambda idx: float(diff[idx].mean()), diff.size)
+    return PairedGap(float(a.mean()), float(b.mean()), float(diff.mean()), low, high, diff.size)
+
+
+def final_loss_gap(arrays: dict[str, np.ndarray], quarter: int = ARTICLE_QUARTER) -> PairedGap:
+    """Final-epoch training loss (the article's measure), unscaled minus scaled, by seed."""
+    last = _at(arrays, "epoch_loss", quarter)[..., -1]  # (variants, seeds)
+    return _paired(last[0], last[1])
+
+
+def epochs_to_floor(arrays: dict[str, np.ndarray], quarter: int = ARTICLE_QUARTER) -> np.ndarray:
+    """First epoch (from 1) whose loss is within 1% of the seed's floor: ``(variants, seeds)``;
+    NaN for a run that never gets there."""
+    loss = _at(arrays, "epoch_loss", quarter)  # (variants, seeds, epochs)
+    within = loss < 1.01 * arrays["floor"][None, :, None]
+    first = within.argmax(-1) + 1.0
+    return np.where(within.any(-1), first, np.nan)
+
+
+def speed_gap(arrays: dict[str, np.ndarray], quarter: int = ARTICLE_QUARTER) -> PairedGap:
+    """Epochs to within 1% of the floor, unscaled minus scaled, by seed (seeds where both get
+    there)."""
+    epochs = epochs_to_floor(arrays, quarter)
+    return _paired(epochs[0], epochs[1])
+
+
+def logit_gradient_ratio(
+    arrays: dict[str, np.ndarray], quarter: int = ARTICLE_QUARTER
+) -> tuple[float, float, float]:
+    """Unscaled over scaled gradient at the softmax input in the first epoch, per seed.
+
+    The quantity is each step's median over query rows of the row's gradient norm, then its
+    median over the first epoch's steps (``logit_grad_row_median`` in the metric
+    definitions). Returns the mean ratio over seeds and its lowest and highest seed.
+    """
+    rows = _at(arrays, "logit_grad_row_median_epoch1", quarter)  # (variants, seeds)
+    ratio = rows[1] / rows[0]
+    return float(ratio.mean()), float(ratio.min()), float(ratio.max())

@@ -291,7 +291,8 @@ def close(what: str, stored: float, live: float, *, rtol: float, atol: float = 0
         and math.isfinite(live)
         and abs(live - stored) <= atol + rtol * abs(stored)
     )
-    bound = f"within {rtol:.0%}" + (f" + {atol:g}" if atol else "") + " of stored"
+    parts = [f"{100 * rtol:.2g}%" if rtol else "", f"{atol:g}" if atol else ""]
+    bound = "within " + " + ".join(p for p in parts if p) + " of stored"
     return Check(what, f"{stored:.4g}", f"{live:.4g}", bound, bool(ok))
 
 

@@ -1,0 +1,70 @@
+"""Intervals and effect sizes for the training pages: site-only, no stability promise.
+
+Every interval on the training pages is a 95% percentile bootstrap over seeds
+(``studies._sweep.bootstrap``: the seeds resampled with replacement, 4,000 draws), paired where
+two variants share seeds (the same data and initial weights). Kept apart from the experiments'
+code (``studies``), whose hash decides whether a stored run is current: analysing a run must
+not invalidate it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from .studies._sweep import best_lr, bootstrap
+
+__all__ = ["Best", "Gap", "best", "bootstrap", "paired_gap"]
+
+
+class Best(NamedTuple):
+    """A variant's best learning rate and its metric there, with bootstrap intervals."""
+
+    log_lr: float  # log10 of the best rate, refined between grid points
+    log_lr_low: float
+    log_lr_high: float
+    index: int  # the best grid point
+    value: float  # mean metric over seeds at the best grid point
+    value_low: float
+    value_high: float
+    at_end: bool  # the best grid point is the first or the last point run
+
+
+def best(values: np.ndarray, log_lrs: np.ndarray) -> Best:
+    """The best rate of one variant from its ``(points, seeds)`` metric values, with intervals.
+
+    The rate is ``studies._sweep.best_lr`` (the grid's best point refined by a parabola); its
+    interval and the metric's at that point come from resampling the seeds.
+    """
+    seeds = values.shape[-1]
+    log_lr, i = best_lr(values, log_lrs)
+    low, high = bootstrap(lambda idx: best_lr(values[:, idx], log_lrs)[0], seeds)
+    at = values[i]
+    v_low, v_high = bootstrap(lambda idx: float(at[idx].mean()), seeds)
+    run = np.flatnonzero(~np.isnan(values).any(-1))
+    at_end = bool(i in (run[0], run[-1]))
+    return Best(log_lr, low, high, i, float(at.mean()), v_low, v_high, at_end)
+
+
+class Gap(NamedTuple):
+    """The mean of a per-seed difference, with its 95% bootstrap interval."""
+
+    mean: float
+    low: float
+    high: float
+
+    def verdict(self, below: str, above: str, tied: str) -> str:
+        """``below`` if the interval lies below 0, ``above`` if above it, else ``tied``."""
+        return below if self.high < 0 else above if self.low > 0 else tied
+
+
+def paired_gap(a: np.ndarray, b: np.ndarray) -> Gap:
+    """``b - a`` seed by seed, its mean and bootstrap interval (seeds where both are finite)."""
+    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
+    diff = diff[np.isfinite(diff)]
+    if diff.size == 0:
+        return Gap(math.nan, math.nan, math.nan)
+    low, high = bootstrap(lambda idx: float(diff[idx].mean()), diff.size)
+    return Gap(float(diff.mean()), low, high)

@@ -1,0 +1,190 @@
+"""The results tier: full runs stored with provenance, stale code and wrong numbers caught."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import importlib
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attnscale._docs import stored
+
+ROOT = Path(__file__).parents[1]
+
+TOY = textwrap.dedent(
+    '''
+    """A toy experiment: a seeded random walk per seed, cheap enough for a unit test."""
+    import numpy as np
+    import torch
+
+    from attnscale import theory
+    from attnscale._docs import stored
+
+    FULL = {"seeds": [0, 1, 2], "steps": 50}
+    REDUCED = {"seeds": [1], "steps": 50}
+
+
+    def parts(budget):
+        return ["walk"]
+
+
+    def run_part(part, budget, device):
+        walks = [
+            torch.randn(budget["steps"], generator=torch.Generator().manual_seed(s)).cumsum(0)
+            for s in budget["seeds"]
+        ]
+        return {"walk": torch.stack(walks).numpy(), "seeds": np.array(budget["seeds"])}
+
+
+    def agree(full, live):
+        kept, now = full.parts["walk"], live["walk"]
+        checks = []
+        for c, s in enumerate(now["seeds"]):
+            i = list(kept["seeds"]).index(s)
+            checks.append(
+                stored.close(f"seed {s}: end of the walk", float(kept["walk"][i, -1]),
+                             float(now["walk"][c, -1]), rtol=1e-6)
+            )
+        return checks
+
+
+    EXPERIMENT = stored.Experiment(
+        name="toy", parts=parts, run_part=run_part, full=FULL, reduced=REDUCED, agree=agree,
+        uses=(theory,), hours=0.001,
+    )
+    '''
+)
+
+
+@pytest.fixture
+def toy(tmp_path, monkeypatch):
+    """A package ``toy_studies`` holding the toy experiment, and a results root."""
+    package = tmp_path / "toy_studies"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "toy.py").write_text(TOY)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(stored, "STUDIES", "toy_studies")
+    yield package / "toy.py", tmp_path / "results"
+    for name in [m for m in sys.modules if m.startswith("toy_studies")]:
+        del sys.modules[name]
+
+
+def test_run_then_load_and_verify(toy):
+    _, root = toy
+    folder = stored.run("toy", root=root, log=lambda _: None)
+    assert sorted(p.name for p in folder.iterdir()) == ["provenance.json", "walk.npz"]
+    full = stored.load("toy", root=root)
+    assert full.parts["walk"]["walk"].shape == (3, 50)
+    checks = stored.verify(full, stored.rerun("toy"))
+    assert [c.ok for c in checks] == [True]
+    assert "seeds [0, 1, 2]" in full.summary()
+
+
+def test_missing_run_names_the_command(toy):
+    _, root = toy
+    with pytest.raises(stored.StaleResults, match=r"'toy'.*nox -s experiments -- toy"):
+        stored.load("toy", root=root)
+
+
+def test_a_code_change_makes_the_stored_run_stale(toy):
+    source, root = toy
+    stored.run("toy", root=root, log=lambda _: None)
+    # A docstring or a comment is not code: the stored run stays current.
+    source.write_text(source.read_text().replace('"""A toy', '"""Still a toy') + "# a comment\n")
+    importlib.reload(importlib.import_module("toy_studies.toy"))
+    stored.load("toy", root=root)
+    # A change of code is.
+    source.write_text(source.read_text().replace(".cumsum(0)", ".cumsum(0) * 2"))
+    importlib.reload(importlib.import_module("toy_studies.toy"))
+    with pytest.raises(stored.StaleResults, match=r"'toy'.*code changed.*nox -s experiments -- toy"):
+        stored.load("toy", root=root)
+
+
+def test_a_change_in_a_used_library_module_makes_it_stale(toy, monkeypatch):
+    _, root = toy
+    stored.run("toy", root=root, log=lambda _: None)
+    real = stored._code
+    monkeypatch.setattr(
+        stored, "_code", lambda m: real(m) + ("changed" if m.__name__ == "attnscale.theory" else "")
+    )
+    with pytest.raises(stored.StaleResults, match="code changed"):
+        stored.load("toy", root=root)
+
+
+def test_a_wrong_stored_number_fails_the_agreement(toy):
+    _, root = toy
+    folder = stored.run("toy", root=root, log=lambda _: None)
+    with np.load(folder / "walk.npz") as data:
+        arrays = {k: data[k] for k in data.files}
+    arrays["walk"][1, -1] += 0.01  # seed 1 is the one the reduced run repeats
+    np.savez_compressed(folder / "walk.npz", **arrays)
+    full = stored.load("toy", root=root)
+    with pytest.raises(stored.Disagreement, match=r"(?s)seed 1: end of the walk.*nox -s experiments"):
+        stored.verify(full, stored.rerun("toy"))
+
+
+def test_an_interrupted_run_resumes(toy, monkeypatch):
+    _, root = toy
+    stored.run("toy", root=root, log=lambda _: None)
+    first = json.loads((root / "toy" / "provenance.json").read_text())
+    calls = []
+    module = importlib.import_module("toy_studies.toy")
+    counting = dataclasses.replace(module.EXPERIMENT, run_part=lambda *a: calls.append(a))
+    monkeypatch.setattr(module, "EXPERIMENT", counting)
+    stored.run("toy", root=root, log=lambda _: None)  # nothing left to run
+    assert calls == []
+    assert json.loads((root / "toy" / "provenance.json").read_text()) == first
+
+
+def test_close_and_same_direction():
+    assert stored.close("x", 1.0, 1.004, rtol=0.005).ok
+    assert not stored.close("x", 1.0, 1.006, rtol=0.005).ok
+    assert stored.close("x", float("inf"), float("inf"), rtol=0.1).ok
+    assert not stored.close("x", 1.0, float("nan"), rtol=0.1).ok
+    assert stored.same_direction("x", -0.2, -1e-3).ok
+    assert not stored.same_direction("x", -0.2, 0.1).ok
+
+
+def test_unknown_experiment():
+    with pytest.raises(ValueError, match="unknown experiment 'nope'"):
+        stored.experiment("nope")
+
+
+# --- the stored runs of the guide -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", stored.names())
+def test_reduced_budget_is_part_of_the_full_one(name):
+    exp = stored.experiment(name)
+    assert set(exp.parts(exp.reduced)) <= set(exp.parts(exp.full))
+    for key, value in exp.reduced.items():
+        if isinstance(value, list) and key in exp.full:
+            assert set(value) <= set(exp.full[key]), key
+
+
+@pytest.mark.parametrize("name", stored.names())
+def test_stored_provenance_is_present_and_true(name):
+    full = stored.load(name)  # current: the same code hash and budget as today's code
+    exp = stored.experiment(name)
+    assert full.provenance["budget"] == json.loads(json.dumps(exp.full))
+    commits = subprocess.run(
+        ["git", "rev-list", "--all"], cwd=ROOT, capture_output=True, text=True, check=False
+    ).stdout.split()
+    for part, record in full.provenance["parts"].items():
+        assert record["code_hash"] == stored.code_hash(exp), part
+        if commits:  # a git checkout, not an installed wheel
+            assert record["commit"] in commits, part
+        assert record["torch"].split("+")[0].count(".") == 2
+        assert record["device"].startswith(("cpu: ", "cuda: "))
+        assert record["threads"] >= 1 and record["seconds"] > 0
+        finished = datetime.datetime.fromisoformat(record["finished"])
+        assert finished <= datetime.datetime.now(datetime.timezone.utc)
+        assert full.parts[part], part
