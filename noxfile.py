@@ -213,6 +213,21 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
+def experiments(session: nox.Session) -> None:
+    """Run the guide's full-budget experiments and store them with their provenance.
+
+    ``nox -s experiments -- NAME...`` runs the named ones (``status`` lists them and the state
+    of their stored runs); with no argument, every experiment whose stored run is missing or was
+    made by other code. Each takes hours on 2 CPU cores; ``-- NAME --device cuda`` runs on a GPU.
+    Parts are stored as they finish, so an interrupted run resumes where it stopped.
+    """
+    _install(session)
+    args = session.posargs
+    command = ["status"] if args[:1] == ["status"] else ["run", *args]
+    session.run("python", "-m", "attnscale._docs.stored", *command)
+
+
+@nox.session
 def bench(session: nox.Session) -> None:
     """Run every benchmark script in benchmarks/ and print its table."""
     _install(session, "test")  # bench_monitor runs transformers' GPT-2

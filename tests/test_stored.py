@@ -104,7 +104,9 @@ def test_a_code_change_makes_the_stored_run_stale(toy):
     # A change of code is.
     source.write_text(source.read_text().replace(".cumsum(0)", ".cumsum(0) * 2"))
     importlib.reload(importlib.import_module("toy_studies.toy"))
-    with pytest.raises(stored.StaleResults, match=r"'toy'.*code changed.*nox -s experiments -- toy"):
+    with pytest.raises(
+        stored.StaleResults, match=r"'toy'.*code changed.*nox -s experiments -- toy"
+    ):
         stored.load("toy", root=root)
 
 
@@ -127,7 +129,9 @@ def test_a_wrong_stored_number_fails_the_agreement(toy):
     arrays["walk"][1, -1] += 0.01  # seed 1 is the one the reduced run repeats
     np.savez_compressed(folder / "walk.npz", **arrays)
     full = stored.load("toy", root=root)
-    with pytest.raises(stored.Disagreement, match=r"(?s)seed 1: end of the walk.*nox -s experiments"):
+    with pytest.raises(
+        stored.Disagreement, match=r"(?s)seed 1: end of the walk.*nox -s experiments"
+    ):
         stored.verify(full, stored.rerun("toy"))
 
 

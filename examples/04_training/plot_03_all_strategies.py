@@ -185,7 +185,10 @@ for n in full.budget["width_strategies"]:
     rows.append(
         [
             NAMES[n],
-            *(f"{10**b.log_lr:.2g} ({10**b.log_lr_low:.2g} to {10**b.log_lr_high:.2g})" for b in bests),
+            *(
+                f"{10**b.log_lr:.2g} ({10**b.log_lr_low:.2g} to {10**b.log_lr_high:.2g})"
+                for b in bests
+            ),
             f"{point:+.2f} ({low:+.2f} to {high:+.2f})",
         ]
     )
@@ -199,7 +202,10 @@ fig, ax = plt.subplots(figsize=(7, 3.0), layout="constrained")
 for n, bests in shift.items():
     c = style.colours([n])[n]
     y = [10**b.log_lr for b in bests]
-    err = [[10**b.log_lr - 10**b.log_lr_low for b in bests], [10**b.log_lr_high - 10**b.log_lr for b in bests]]
+    err = [
+        [10**b.log_lr - 10**b.log_lr_low for b in bests],
+        [10**b.log_lr_high - 10**b.log_lr for b in bests],
+    ]
     ax.errorbar(WIDTHS, y, yerr=err, fmt="o-", color=c, label=style.labels([n])[n], capsize=3)
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")

@@ -160,10 +160,7 @@ print(
     + ", ".join(f"{gaps[label]:.1e}" for label in exact)
     + f"; every one at most 1e-5: {all(gaps[label] <= 1e-5 for label in exact)}"
 )
-print(
-    "the other settings: smallest gap "
-    f"{min(v for k, v in gaps.items() if k not in exact):.1e}"
-)
+print(f"the other settings: smallest gap {min(v for k, v in gaps.items() if k not in exact):.1e}")
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
@@ -211,7 +208,8 @@ plt.show()
 # for every weight, it is the scaled model with $\eta\, d_k^{1/4}$ on $W_q, W_k$ and $\eta$ on
 # the rest. If only the query and key learning rate decided how well a run goes, its best
 # $\eta$ would be the scaled model's divided by $d_k^{1/4}$; if only the value and output
-# weights did, the two best rates would be equal. The measurement below sits somewhere between.
+# weights did, the two best rates would be equal. Neither extreme needs to hold: the two groups
+# of weights interact, and the measurement below says where the ratio sits.
 #
 # It comes from the stored full run of the [where-scaling-matters
 # study](plot_02_where_scaling_matters.md): three tasks, $d_k = d_{\text{model}} = 16$ and
@@ -267,10 +265,21 @@ Table(
 )
 
 # %%
-inside = [p for p, (d, _, lo, hi) in shifts.items() if lo <= math.log10(d**-0.25) <= hi]
-at_one = [p for p, (_, _, lo, hi) in shifts.items() if lo <= 0 <= hi]
-print(f"intervals that contain d_k^(-1/4): {', '.join(inside) or 'none'}")
-print(f"intervals that contain 1 (no shift): {', '.join(at_one) or 'none'}")
+where = {}
+for part, (d_k, _, low, high) in shifts.items():
+    edge = math.log10(d_k**-0.25)
+    if high < edge:
+        where[part] = "below d_k^(-1/4)"
+    elif low <= edge <= high:
+        where[part] = "contains d_k^(-1/4)"
+    elif high < 0:
+        where[part] = "between d_k^(-1/4) and 1"
+    elif low <= 0:
+        where[part] = "contains 1"
+    else:
+        where[part] = "above 1"
+for verdict in dict.fromkeys(where.values()):
+    print(f"interval {verdict}: {', '.join(p for p, w in where.items() if w == verdict)}")
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
@@ -301,10 +310,12 @@ one_legend(fig, ncols=3)
 plt.show()
 
 # %%
-# Read the table and the figure against the two marks. The measured ratio is a property of
-# the task and of the head size, and the printed lines say which intervals contain either
-# extreme. The identity itself does not need a measurement; how much the query and key
-# learning rate decides does, and this is it at these sizes.
+# Read the table and the figure against the two marks; the printed lines sort the intervals
+# by where they lie. A ratio above 1 means that the unscaled model, started where the scaled
+# one starts, wants a *larger* learning rate for every weight: that is, the scaled model's
+# $W_q$ and $W_k$ would have liked more than the one rate it shares with $W_v$ and $W_o$. The
+# identity itself needs no measurement; how much the query and key learning rate decides does,
+# and this is it at these sizes.
 #
 # ## Checked at every build
 #

@@ -7,5 +7,9 @@ behaviour may change in any release. The guide's examples use them:
 - ``tables``: the HTML/Markdown tables of the pages;
 - ``style``: the site's matplotlib style and the one table of strategy colours and labels;
 - ``zoo``: tiny Hugging Face ``transformers`` models for the monitor pages and tests;
-- ``factcheck``: the claim checks behind the fact-check page.
+- ``factcheck``: the claim checks behind the fact-check page;
+- ``experiments``: computations that a guide page and the fact-check share;
+- ``stored``: the results tier (full-budget runs stored with provenance, checked at every build);
+- ``studies``: the full-budget experiments, one module each, and ``results`` their stored runs;
+- ``intervals``: the bootstrap intervals and best learning rates of the training pages.
 """

@@ -34,6 +34,22 @@ __all__ = [
 #: Logit scales of the softmax-gradient page: 1/4 to 128, a quarter octave apart.
 SIGMAS: tuple[float, ...] = tuple(2 ** (j / 4) for j in range(-8, 29))
 
+
+def softmax_rows(seed: int = 0, rows: int = 2000, n: int = 64) -> torch.Tensor:
+    """Standard-normal rows ``(rows, n)``; the softmax-gradient page's logits are ``sigma * z``."""
+    return torch.randn(rows, n, generator=torch.Generator().manual_seed(seed))
+
+
+def jacobian_norm_peak(z: torch.Tensor) -> tuple[float, float]:
+    """Where the mean softmax-Jacobian norm of the rows ``sigma * z`` peaks over ``SIGMAS``.
+
+    Returns ``(sigma, mean norm there)``.
+    """
+    norms = softmax_jacobian_norm(torch.tensor(SIGMAS)[:, None, None] * z).mean(-1)  # (sigmas,)
+    i = int(norms.argmax())
+    return SIGMAS[i], float(norms[i])
+
+
 @functools.lru_cache(maxsize=1)
 def article() -> stored.Stored:
     """The stored full run of the article's experiment (20 seeds, learning-rate sweep)."""

@@ -348,8 +348,11 @@ def _check_5_1(gen: torch.Generator) -> ClaimCheck:
     near = {k: abs(v - 1) <= 0.25 for k, v in nums.items() if not k.startswith("theory")}
     claimed = [k for k in near if not k.startswith("kaiming_linear")]  # Xavier, Kaiming as used
     verdict = (
-        "holds" if all(near[k] for k in claimed) else
-        "holds only partly" if any(near[k] for k in claimed) else "false"
+        "holds"
+        if all(near[k] for k in claimed)
+        else "holds only partly"
+        if any(near[k] for k in claimed)
+        else "false"
     )
     return ClaimCheck(
         "5.1",

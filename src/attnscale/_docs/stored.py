@@ -143,8 +143,9 @@ class Stored:
     def summary(self) -> str:
         """The provenance in a few lines, for the page."""
         runs = list(self.provenance["parts"].values())
-        commits = sorted({r["commit"][:10] + (" (uncommitted changes)" if r["dirty"] else "")
-                          for r in runs})
+        commits = sorted(
+            {r["commit"][:10] + (" (uncommitted changes)" if r["dirty"] else "") for r in runs}
+        )
         devices = sorted({f"{r['device']}, {r['threads']} thread(s)" for r in runs})
         dates = sorted(r["finished"][:10] for r in runs)
         hours = sum(r["seconds"] for r in runs) / 3600
@@ -352,7 +353,11 @@ def provenance(exp: Experiment, device: str, seconds: float) -> dict[str, Any]:
 
 
 def run(
-    name: str, *, device: str = "cpu", root: Path | None = None, log: Callable[[str], object] = print
+    name: str,
+    *,
+    device: str = "cpu",
+    root: Path | None = None,
+    log: Callable[[str], object] = print,
 ) -> Path:
     """Run experiment ``name`` at its full budget and store it, part by part.
 

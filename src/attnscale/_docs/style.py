@@ -55,10 +55,7 @@ STRATEGIES: dict[str, StrategyLook] = {
 #: Variants drawn beside the strategies: a strategy with one more switch.
 VARIANTS: dict[str, StrategyLook] = {
     "softcap_50": StrategyLook("$1/\\sqrt{d_k}$ + soft-cap 50", "#882255"),
-    "warmup": StrategyLook("$1/\\sqrt{d_k}$ + warmup", "#332288"),
-    "weight_decay": StrategyLook("$1/\\sqrt{d_k}$ + weight decay", "#117733"),
-    "none_slow": StrategyLook("no scale at $\\eta/\\sqrt{d_k}$", "#AA4499"),
-    "none_slow_qk": StrategyLook("no scale, $W_q, W_k$ at $\\eta/\\sqrt{d_k}$", "#44AA99"),
+    "none_matched": StrategyLook("no scale, matched init", "#AA4499"),
 }
 
 

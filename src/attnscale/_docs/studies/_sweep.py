@@ -188,7 +188,7 @@ def sweep(
             )
             curves = {m: _window_means(res.metric(m), window) for m in CURVES}
             for label in same:
-                for j, k in enumerate(ks):
+                for j, k in enumerate(ks):  # noqa: B007 (kept: the stored run's code)
                     idx = res.select(strategy=variants[label][0], lr=10 ** (k / 4))
                     runs[label, k] = {
                         "test_loss": res.test_loss[idx].numpy(),
@@ -271,8 +271,13 @@ def agree(stored: Any, live: Mapping[str, Mapping[str, np.ndarray]]) -> list[Any
             where = f"{part}, {label}, lr 10^({int(k)}/4), seed {int(s)}"
             for what, (kept, now, rtol, atol) in values.items():
                 checks.append(
-                    close(f"{where}: {what}", float(kept[a, b, c]), float(now[a, b, c]),
-                          rtol=rtol, atol=atol)
+                    close(
+                        f"{where}: {what}",
+                        float(kept[a, b, c]),
+                        float(now[a, b, c]),
+                        rtol=rtol,
+                        atol=atol,
+                    )
                 )
         kept, now = values["metric"][:2]
         for a, a2 in itertools.combinations(range(len(names)), 2):

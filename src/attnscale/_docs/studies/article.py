@@ -125,7 +125,9 @@ def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[s
         )
     for b, k in enumerate(now["quarters"]):
         for c, s in enumerate(now["seeds"]):
-            old_gap = kept["epoch_loss"][1, ib[b], ic[c], -1] - kept["epoch_loss"][0, ib[b], ic[c], -1]
+            old_gap = (
+                kept["epoch_loss"][1, ib[b], ic[c], -1] - kept["epoch_loss"][0, ib[b], ic[c], -1]
+            )
             if abs(old_gap) > 1e-4 * kept["epoch_loss"][0, ib[b], ic[c], -1]:
                 new_gap = now["epoch_loss"][1, b, c, -1] - now["epoch_loss"][0, b, c, -1]
                 checks.append(

@@ -114,7 +114,9 @@ def _batch(
     return chunk[:, :-1], chunk[:, 1:]
 
 
-def train_lm(budget: dict[str, Any], strategy: str, lr: float, seed: int, device: str) -> dict[str, Any]:
+def train_lm(
+    budget: dict[str, Any], strategy: str, lr: float, seed: int, device: str
+) -> dict[str, Any]:
     """One run: per-step loss, largest attention logit per layer and entropy, final held-out loss.
 
     A run whose loss becomes non-finite stops there; its remaining steps are NaN.
@@ -151,7 +153,9 @@ def train_lm(budget: dict[str, Any], strategy: str, lr: float, seed: int, device
     logit_rec = np.full((n, layers), np.nan, dtype=np.float32)
     entropy_rec = np.full((n, layers), np.nan, dtype=np.float32)
     for t in range(n):
-        x, y = (v.to(device) for v in _batch(train_data, budget["batch_size"], budget["context"], gen))
+        x, y = (
+            v.to(device) for v in _batch(train_data, budget["batch_size"], budget["context"], gen)
+        )
         logits, max_logits, entropies = model(x, watch=True)
         flat = logits.reshape(-1, VOCAB)
         loss = F.cross_entropy(flat, y.reshape(-1))
@@ -170,7 +174,10 @@ def train_lm(budget: dict[str, Any], strategy: str, lr: float, seed: int, device
     with torch.no_grad():
         losses = []
         for _ in range(budget["eval_batches"]):
-            x, y = (v.to(device) for v in _batch(held_out, budget["batch_size"], budget["context"], eval_gen))
+            x, y = (
+                v.to(device)
+                for v in _batch(held_out, budget["batch_size"], budget["context"], eval_gen)
+            )
             logits = model(x)[0]
             losses.append(float(F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))))
     return {
