@@ -285,9 +285,8 @@ for verdict in dict.fromkeys(where.values()):
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
 tasks = list(dict.fromkeys(p.rsplit("_d", 1)[0] for p in shifts))
 for i, task in enumerate(tasks):
-    for j, (part, (d_k, point, low, high)) in enumerate(
-        (p, s) for p, s in shifts.items() if p.startswith(task + "_d")
-    ):
+    mine = [shift for p, shift in shifts.items() if p.startswith(task + "_d")]
+    for j, (d_k, point, low, high) in enumerate(mine):
         y = i + (j - 0.5) * 0.25
         ax.errorbar(
             10**point,

@@ -9,6 +9,7 @@ fact-check reads the same arrays through these functions.
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -80,6 +81,8 @@ def _paired(scaled: np.ndarray, unscaled: np.ndarray) -> PairedGap:
     ok = np.isfinite(scaled) & np.isfinite(unscaled)
     a, b = scaled[ok], unscaled[ok]
     diff = b - a
+    if diff.size == 0:  # no seed where both variants have the quantity
+        return PairedGap(math.nan, math.nan, math.nan, math.nan, math.nan, 0)
     low, high = bootstrap(lambda idx: float(diff[idx].mean()), diff.size)
     return PairedGap(float(a.mean()), float(b.mean()), float(diff.mean()), low, high, diff.size)
 

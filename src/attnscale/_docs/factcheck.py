@@ -416,6 +416,11 @@ _CHECKS: tuple[Callable[..., ClaimCheck], ...] = (  # of a Generator, or of the 
 _ON_ARTICLE: tuple[Callable[..., ClaimCheck], ...] = (_check_4_2a, _check_4_2b, _check_4_2c)
 
 
+def article_checks(arrays: dict[str, np.ndarray]) -> list[ClaimCheck]:
+    """Claims 4.2a-c judged on the arrays of the article's stored run (the training page's)."""
+    return [check(arrays) for check in _ON_ARTICLE]
+
+
 def check_claims(*, seed: int = 0) -> list[ClaimCheck]:
     """Re-measure every checkable claim of the source article.
 
