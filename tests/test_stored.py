@@ -192,3 +192,11 @@ def test_stored_provenance_is_present_and_true(name):
         finished = datetime.datetime.fromisoformat(record["finished"])
         assert finished <= datetime.datetime.now(datetime.timezone.utc)
         assert full.parts[part], part
+
+
+def test_this_python_has_the_logit_growth_text():
+    """The logit-growth page skips its rerun where Python ships other help topics; not here."""
+    from attnscale._docs.studies import logit_growth
+
+    kept = stored.load("logit_growth").parts["inverse_sqrt_lr-4"]["corpus_sha256"]
+    assert logit_growth.corpus()[1] == str(kept)

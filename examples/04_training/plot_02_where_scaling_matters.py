@@ -54,14 +54,15 @@ SETTLED = 0.05  # a curve has settled if its last quarter moved less than this i
 # - **Convergence rule:** at the end, a run's curve has settled if its last quarter moved less
 #   than 0.05 in $\log_{10}$ loss (12%); otherwise it was still falling or rising.
 #
-# The 90 learning-rate and variant combinations per task and head size take longer than this
-# site's build can afford. They ran once (``nox -s experiments -- scaling_matters``) and were
-# stored with their provenance:
+# These runs take longer than this site's build can afford. They ran once
+# (``nox -s experiments -- scaling_matters``) and were stored with their provenance:
 
 # %%
 full = stored.load("scaling_matters")
 print(full.summary())
 print(f"metric: {_sweep.METRIC}")
+runs = sum(int((~np.isnan(a["test_loss"])).sum()) for a in full.parts.values())
+print(f"{runs} training runs in {len(full.parts)} parts (task and head size)")
 PARTS = list(full.parts)
 TASKS = list(dict.fromkeys(p.rsplit("_d", 1)[0] for p in PARTS))
 D_KS = sorted({int(p.rsplit("_d", 1)[1]) for p in PARTS})

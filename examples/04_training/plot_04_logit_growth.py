@@ -17,6 +17,7 @@ import numpy as np
 from attnscale._docs import stored, style
 from attnscale._docs.figures import one_legend
 from attnscale._docs.intervals import bootstrap
+from attnscale._docs.studies import logit_growth
 from attnscale._docs.tables import Table
 from attnscale.plotting import plot_seed_bands
 
@@ -271,11 +272,11 @@ for v in VARIANTS:
 
 # %%
 j = next(j for j in range(len(lrs)) if not np.isnan(events(runs["inverse_sqrt"][j])[:, 2]).any())
-fig, axes = plt.subplots(1, 3, figsize=(8, 2.8), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8, 3.0), layout="constrained")
 series = {
     "training loss (nats/byte)": lambda r: r["loss"],
     "largest attention logit": lambda r: r["max_logit"].max(-1),
-    "attention entropy (normalised)": lambda r: r["entropy"].min(-1),
+    "entropy / its maximum": lambda r: r["entropy"].min(-1),
 }
 for ax, (label, get) in zip(axes, series.items(), strict=True):
     curves = {v: np.stack([moving_mean(s) for s in get(runs[v][j])]) for v in VARIANTS}
@@ -341,14 +342,22 @@ print(
 #
 # While this page is built, the first 100 steps of one stored run (baseline, η = 0.01, seed 0)
 # are trained again with the same batches; the loss and each layer's largest logit must match
-# the stored ones within 1%, or the build fails.
+# the stored ones within 1%, or the build fails. The text must be the same too: another Python
+# release ships other help topics, and there the rerun is skipped with a note (the test suite
+# requires the build's Python to have the stored text).
 
 # %%
-checks = stored.verify(full, stored.rerun("logit_growth"))
-Table(
-    ["check", "stored", "rerun now", "required"],
-    [[c.what, c.stored, c.live, c.bound] for c in checks],
-)
+if logit_growth.corpus()[1] == str(first["corpus_sha256"]):
+    checks = stored.verify(full, stored.rerun("logit_growth"))
+    Table(
+        ["check", "stored", "rerun now", "required"],
+        [[c.what, c.stored, c.live, c.bound] for c in checks],
+    )
+else:
+    print(
+        f"This Python's pydoc_data.topics differs from Python {first['python']}'s, the stored "
+        "run's text: the rerun is skipped."
+    )
 
 # %%
 # ## References
