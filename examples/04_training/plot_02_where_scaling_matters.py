@@ -119,7 +119,7 @@ for row, d_k in zip(axes, D_KS, strict=True):
         )
         for i, n in enumerate(names):
             b = intervals.best(values[i], log_lrs)
-            ax.plot(10 ** log_lrs[b.index], b.value, "o", color=style.colours([n])[n], ms=6)
+            ax.plot(10 ** log_lrs[b.point], b.value, "o", color=style.colours([n])[n], ms=6)
         if d_k == D_KS[0]:
             ax.set_title(task)
 fig.suptitle("Area under the held-out log-loss curve (lower is better), 5 seeds")
@@ -142,17 +142,17 @@ for part in PARTS:
     arrays = full.parts[part]
     task, d_k = part.rsplit("_d", 1)
     best = {n: intervals.best(values[i], log_lrs) for i, n in enumerate(names)}
-    ref = values[0, best[names[0]].index]  # (seeds,): 1/sqrt(d_k) at its best rate
+    ref = values[0, best[names[0]].point]  # (seeds,): 1/sqrt(d_k) at its best rate
     for i, n in enumerate(names):
         b = best[n]
-        curve = arrays["curve_loss"][i, b.index]  # (seeds, windows)
+        curve = arrays["curve_loss"][i, b.point]  # (seeds, windows)
         log_curve = np.log10(np.maximum(np.nanmean(curve, 0), _sweep.FLOOR))
         moved = log_curve[-1] - log_curve[-1 - log_curve.size // 4]
         state = "settled" if abs(moved) < SETTLED else "still falling" if moved < 0 else "rising"
         if i == 0:
             versus = "(reference)"
         else:
-            gap = intervals.paired_gap(ref, values[i, b.index])
+            gap = intervals.paired_gap(ref, values[i, b.point])
             verdicts[part, n] = gap
             word = gap.verdict("better", "worse", "tied")
             versus = (
@@ -211,7 +211,7 @@ fig, axes = plt.subplots(2, len(TASKS), figsize=(7, 4.6), layout="constrained", 
 for col, task in enumerate(TASKS):
     values, log_lrs, names = unpack(f"{task}_d{d_k}")
     arrays = full.parts[f"{task}_d{d_k}"]
-    at = {n: intervals.best(values[i], log_lrs).index for i, n in enumerate(names)}
+    at = {n: intervals.best(values[i], log_lrs).point for i, n in enumerate(names)}
     steps = window * np.arange(1, arrays["curve_loss"].shape[-1] + 1)
     for row, key, label, logy in (
         (0, "curve_loss", "held-out loss", True),
@@ -246,7 +246,7 @@ plt.show()
 # %%
 values, log_lrs, names = unpack(f"mean_d{d_k}")
 arrays = full.parts[f"mean_d{d_k}"]
-j = intervals.best(values[0], log_lrs).index
+j = intervals.best(values[0], log_lrs).point
 rows = []
 for i, n in enumerate(names):
     rows.append(

@@ -90,7 +90,7 @@ for ax, task in zip(axes, TASKS, strict=True):
     )
     for i, n in enumerate(names):
         b = intervals.best(values[i], log_lrs)
-        ax.plot(10 ** log_lrs[b.index], b.value, "o", color=style.colours([n])[n], ms=5)
+        ax.plot(10 ** log_lrs[b.point], b.value, "o", color=style.colours([n])[n], ms=5)
     ax.set_title(task)
 fig.suptitle("Area under the held-out log-loss curve, every strategy, 5 seeds")
 one_legend(fig)
@@ -117,7 +117,7 @@ for task in TASKS:
         if n == REFERENCE:
             versus, word = "(reference)", "reference"
         else:
-            gap = intervals.paired_gap(ref, values[names.index(n), b.index])
+            gap = intervals.paired_gap(ref, values[names.index(n), b.point])
             word = gap.verdict("ahead", "behind", "tied")
             versus = f"{gap.mean:+.2f} ({gap.low:+.2f} to {gap.high:+.2f}), ×{10**gap.mean:.2g}"
         ranked[task][n] = word

@@ -327,7 +327,7 @@ def _check_5_1(gen: torch.Generator) -> ClaimCheck:
     # rectangular per-head one, and on Kaiming's gain (ReLU's sqrt(2), or 1 for a linear layer).
     d_model, d_head = 128, 32
     x = torch.randn(8192, d_model, generator=gen)
-    inits = {
+    inits: dict[str, Callable[[torch.Tensor], object]] = {
         "xavier_uniform": nn.init.xavier_uniform_,
         "kaiming_relu": lambda w: nn.init.kaiming_uniform_(w, nonlinearity="relu"),
         "kaiming_linear": lambda w: nn.init.kaiming_uniform_(w, nonlinearity="linear"),

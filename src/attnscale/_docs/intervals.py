@@ -25,7 +25,7 @@ class Best(NamedTuple):
     log_lr: float  # log10 of the best rate, refined between grid points
     log_lr_low: float
     log_lr_high: float
-    index: int  # the best grid point
+    point: int  # index of the best grid point
     value: float  # mean metric over seeds at the best grid point
     value_low: float
     value_high: float

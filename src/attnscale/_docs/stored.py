@@ -38,7 +38,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -70,7 +70,7 @@ STUDIES = "attnscale._docs.studies"
 COMMAND = "nox -s experiments -- {name}"
 
 Arrays = dict[str, np.ndarray]
-Budget = Mapping[str, Any]
+Budget = dict[str, Any]
 
 
 class StaleResults(RuntimeError):
@@ -379,7 +379,7 @@ def run(
         arrays = exp.run_part(part, exp.full, device)
         seconds = time.perf_counter() - start
         tmp = folder / f".{part}.tmp.npz"
-        np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
+        np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
         tmp.replace(folder / f"{part}.npz")
         prov["parts"][part] = provenance(exp, device, seconds)
         (folder / "provenance.json").write_text(json.dumps(prov, indent=1) + "\n")

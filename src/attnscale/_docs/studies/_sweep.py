@@ -221,7 +221,7 @@ def sweep(
 
     windows = steps // window
     shapes = {"test_loss": (), "train_loss": (), "logit_std0": ()}
-    shapes |= {f"curve_{m}": (windows,) for m in CURVES}
+    shapes |= {f"curve_{m}": (windows,) for m in CURVES}  # type: ignore[misc]
     out: dict[str, np.ndarray] = {
         "quarters": np.array(grid),
         "variants": np.array(names),

@@ -84,7 +84,7 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
         "final_entropy": res.entropy[:, -1],
     }
     out = {k: v.numpy().reshape(shape) for k, v in per_model.items()}
-    out["epoch_loss"] = res.metric("loss", per_epoch=True).numpy().reshape(*shape, -1)
+    out["epoch_loss"] = res.metric("loss", per_epoch=True).numpy().reshape(*shape, -1)  # type: ignore[assignment]
     out["floor"] = np.array([loss_floor(budget, s) for s in seeds])
     out |= {"variants": np.array(names), "quarters": np.array(quarters), "seeds": np.array(seeds)}
     return out

@@ -143,7 +143,7 @@ def train_lm(
 
     def schedule(t: int) -> float:  # multiplier of step t + 1
         if t < warmup:
-            return (t + 1) / warmup
+            return (t + 1) / warmup  # type: ignore[no-any-return]
         return 0.5 * (1 + math.cos(math.pi * (t - warmup) / (steps - warmup)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
