@@ -200,3 +200,18 @@ def test_this_python_has_the_logit_growth_text():
 
     kept = stored.load("logit_growth").parts["inverse_sqrt_lr-4"]["corpus_sha256"]
     assert logit_growth.corpus()[1] == str(kept)
+
+
+def test_parts_run_separately_fill_one_run(toy):
+    """``--parts``: processes that each run some parts leave one complete stored run."""
+    source, root = toy
+    text = source.read_text().replace('return ["walk"]', 'return ["walk", "walk2"]')
+    text = text.replace("run_part=run_part,", "run_part=lambda p, b, d: run_part('walk', b, d),")
+    source.write_text(text)
+    stored.run("toy", parts=["walk2"], root=root, log=lambda _: None)
+    with pytest.raises(stored.StaleResults, match="1 of 2 parts"):
+        stored.load("toy", root=root)
+    stored.run("toy", parts=["walk"], root=root, log=lambda _: None)
+    assert sorted(stored.load("toy", root=root).parts) == ["walk", "walk2"]
+    with pytest.raises(ValueError, match="parts: toy has no part"):
+        stored.run("toy", parts=["nope"], root=root, log=lambda _: None)

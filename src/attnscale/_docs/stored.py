@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import datetime
+import fcntl
 import hashlib
 import importlib
 import inspect
@@ -38,7 +40,7 @@ import platform
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -356,24 +358,34 @@ def run(
     name: str,
     *,
     device: str = "cpu",
+    parts: Sequence[str] | None = None,
     root: Path | None = None,
     log: Callable[[str], object] = print,
 ) -> Path:
     """Run experiment ``name`` at its full budget and store it, part by part.
 
     Parts already stored by the same code with the same budget are kept, so an interrupted run
-    resumes where it stopped. Returns the experiment's results folder.
+    resumes where it stopped. ``parts`` runs only those (several processes, each with its own
+    parts, can fill one experiment on several cores or devices). Returns the results folder.
     """
     exp = experiment(name)
     folder = _folder(name, root)
     folder.mkdir(parents=True, exist_ok=True)
     now = code_hash(exp)
     budget = _jsonable(exp.full)
-    prov = _read_provenance(folder)
-    if prov.get("code_hash") != now or prov.get("budget") != budget:
-        prov = {"experiment": name, "code_hash": now, "budget": budget, "parts": {}}
-    todo = [p for p in exp.parts(exp.full) if p not in prov["parts"]]
-    log(f"{name}: {len(todo)} of {len(exp.parts(exp.full))} parts to run (code {now[:12]})")
+    every = exp.parts(exp.full)
+    unknown = sorted(set(parts or ()) - set(every))
+    if unknown:
+        raise ValueError(f"parts: {name} has no part {unknown}; its parts are {every}")
+
+    def current() -> dict[str, Any]:
+        prov = _read_provenance(folder)
+        if prov.get("code_hash") != now or prov.get("budget") != budget:
+            return {"experiment": name, "code_hash": now, "budget": budget, "parts": {}}
+        return prov
+
+    todo = [p for p in (parts or every) if p not in current()["parts"]]
+    log(f"{name}: {len(todo)} of {len(every)} parts to run (code {now[:12]})")
     for part in todo:
         start = time.perf_counter()
         arrays = exp.run_part(part, exp.full, device)
@@ -381,13 +393,30 @@ def run(
         tmp = folder / f".{part}.tmp.npz"
         np.savez_compressed(tmp, **{k: np.asarray(v) for k, v in arrays.items()})  # type: ignore[arg-type]
         tmp.replace(folder / f"{part}.npz")
-        prov["parts"][part] = provenance(exp, device, seconds)
-        (folder / "provenance.json").write_text(json.dumps(prov, indent=1) + "\n")
+        with _locked(folder):  # re-read: another process may have stored a part meanwhile
+            prov = current()
+            prov["parts"][part] = provenance(exp, device, seconds)
+            tmp_json = folder / ".provenance.tmp.json"
+            tmp_json.write_text(json.dumps(prov, indent=1) + "\n")
+            tmp_json.replace(folder / "provenance.json")
         log(f"{name}: part {part} stored ({seconds:.0f} s)")
-    for stale in folder.glob("*.npz"):
-        if stale.stem not in prov["parts"]:
-            stale.unlink()
+    if parts is None:  # a whole run: drop arrays that no current part owns
+        owned = current()["parts"]
+        for stale in folder.glob("*.npz"):
+            if stale.stem not in owned:
+                stale.unlink()
     return folder
+
+
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` between processes (POSIX ``flock`` on the directory)."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -400,6 +429,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run_p.add_argument("names", nargs="*", help="experiments to run")
     run_p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda")
     run_p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    run_p.add_argument(
+        "--parts", nargs="+", default=None, help="only these parts (of one experiment)"
+    )
     sub.add_parser("status", help="list the experiments and the state of their stored runs")
     args = parser.parse_args(argv)
     if args.command == "status":
@@ -413,8 +445,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     chosen = args.names or [n for n in names() if not _is_current(n)]
+    if args.parts and len(chosen) != 1:
+        parser.error("--parts needs exactly one experiment name")
     for name in chosen:
-        run(name, device=args.device)
+        run(name, device=args.device, parts=args.parts)
     return 0
 
 
