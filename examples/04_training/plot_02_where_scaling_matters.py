@@ -50,7 +50,9 @@ SETTLED = 0.05  # a curve has settled if its last quarter moved less than this i
 #   below $10^{-8}$ counted as $10^{-8}$ and a diverged run as $+\infty$. Lower is better; it
 #   rewards getting low and getting there early. It picks each variant's best learning rate
 #   (refined between grid points by a parabola), and it compares the variants, each at its
-#   own best rate, seed by seed.
+#   own best rate, seed by seed: "better" or "worse" when the paired difference's 95% interval
+#   excludes 0 and the difference is at least 0.05 (the loss a factor 1.12 apart over the
+#   run), "tied" otherwise.
 # - **Convergence rule:** at the end, a run's curve has settled if its last quarter moved less
 #   than 0.05 in $\log_{10}$ loss (12%); otherwise it was still falling or rising.
 #
@@ -153,8 +155,8 @@ for part in PARTS:
             versus = "(reference)"
         else:
             gap = intervals.paired_gap(ref, values[i, b.point])
-            verdicts[part, n] = gap
-            word = gap.verdict("better", "worse", "tied")
+            word = gap.verdict("better", "worse", "tied", smallest=intervals.SMALLEST_EFFECT)
+            verdicts[part, n] = word
             versus = (
                 f"{gap.mean:+.2f} ({gap.low:+.2f} to {gap.high:+.2f}): {word}, "
                 f"×{10**gap.mean:.2g} the loss"
@@ -191,10 +193,7 @@ ends = [r for r in rows if "at an end" in r[3]]
 print(f"variants whose best rate is at an end of their grid: {len(ends)}")
 for n in VARIANTS[1:]:
     for d_k in D_KS:
-        words = [
-            f"{task} {verdicts[f'{task}_d{d_k}', n].verdict('better', 'worse', 'tied')}"
-            for task in TASKS
-        ]
+        words = [f"{task} {verdicts[f'{task}_d{d_k}', n]}" for task in TASKS]
         print(f"{NAMES[n]}, d_k = {d_k}, against 1/√d_k: " + ", ".join(words))
 
 # %%
@@ -271,19 +270,44 @@ print(f"√d_k = {math.sqrt(d_k):.1f}")
 # %%
 # ## What the measurements say
 #
-# - **Two effects, separated.** "No scale" differs from $1/\sqrt{d_k}$ by a sharper start and
-#   by faster-moving logits. "No scale, matched init" keeps only the second: under Adam it *is*
-#   the scaled model with a $d_k^{1/4}$-times larger learning rate on $W_q, W_k$ ([the
-#   reparametrisation](plot_05_reparametrisation.md)), so tuning the learning rate can undo most
-#   of it. Compare its verdicts with the plain unscaled model's: where the matched variant ties
-#   the scaled one and the plain one does not, the sharp start is what costs.
-# - **The task decides the sign.** Read the verdict lines task by task: a sharp start is a
-#   head start where one-hot attention is right, and a handicap where uniform attention is.
-# - **The head size decides the size.** The unscaled start sharpens like $\sqrt{d_k}$ (first
-#   table); compare the two head sizes' effect sizes.
-# - **Caveats.** One layer, one head, eight tokens, synthetic tasks; five seeds, so the
-#   intervals are wide where runs differ from seed to seed. The best rate is chosen on the same
-#   seeds that are compared, which favours every variant alike.
+# The two unscaled variants separate the two effects of the missing scale. "No scale, matched
+# init" keeps only the faster query and key learning: under Adam it *is* the scaled model with
+# a $d_k^{1/4}$-times larger learning rate on $W_q, W_k$ and the same one on $W_v, W_o$ ([the
+# reparametrisation](plot_05_reparametrisation.md)). "No scale" adds the sharp start. So, per
+# task and head size, from the paired intervals above:
+#
+# - where the matched variant ties $1/\sqrt{d_k}$ and the plain one is worse, the sharp start
+#   is what costs;
+# - where the matched variant is better, the scaled model's $W_q$ and $W_k$ learn too slowly at
+#   the one learning rate it shares with $W_v$ and $W_o$: a per-group learning rate, not the
+#   scale, is the fix; if the plain one is worse all the same, the sharp start costs more than
+#   the faster learning gains;
+# - where both tie, neither effect matters at this budget.
+#
+# The lines below apply these rules to every task and head size; a case that fits none of them
+# is printed as it is.
+
+# %%
+for part in PARTS:
+    matched, plain = verdicts[part, "none_matched"], verdicts[part, "none"]
+    slow = "W_q, W_k of the scaled model learn too slowly at the shared rate"
+    if matched == "tied" and plain == "worse":
+        reading = "the sharp start costs"
+    elif matched == "better" and plain == "worse":
+        reading = slow + ", and the sharp start costs more than that"
+    elif matched == "better":
+        reading = slow
+    elif matched == plain == "tied":
+        reading = "neither effect matters at this budget"
+    else:
+        reading = "fits none of the three readings"
+    print(f"{part}: matched init {matched}, no scale {plain}: {reading}")
+
+# %%
+# **Caveats.** One layer, one head, eight tokens, synthetic tasks; five seeds, so the intervals
+# are wide where runs differ from seed to seed. The best rate is chosen on the same seeds that
+# are compared, which favours every variant alike. A task the model does not learn at all in
+# the budget (the last-window loss and "at the end" columns say which) ties everything.
 #
 # ## Checked at every build
 #

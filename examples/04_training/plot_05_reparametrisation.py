@@ -302,6 +302,10 @@ ax.axvline(1, color="0.5", lw=1, ls="--", label="no shift (only $W_v, W_o$ matte
 ax.plot([], [], "|", color="k", ms=12, mew=2, label="$d_k^{-1/4}$ (only $W_q, W_k$ matter)")
 ax.plot([], [], "o", color=style.colours(["none"])["none"], label="measured, 95% interval")
 ax.set_xscale("log")
+ticks = [0.2, 0.3, 0.5, 0.7, 1.0, 1.4, 2.0]
+lo, hi = ax.get_xlim()
+ax.set_xticks([t for t in ticks if lo <= t <= hi], [f"{t:g}" for t in ticks if lo <= t <= hi])
+ax.minorticks_off()
 ax.set_yticks(range(len(tasks)), tasks)
 ax.set_xlabel("best η of no scale (matched init) / best η of $1/\\sqrt{d_k}$")
 ax.set_title("Where the best learning rate moves when the scale is dropped")

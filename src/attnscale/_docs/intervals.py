@@ -48,6 +48,12 @@ def best(values: np.ndarray, log_lrs: np.ndarray) -> Best:
     return Best(log_lr, low, high, i, float(at.mean()), v_low, v_high, at_end)
 
 
+#: The smallest difference in the training pages' metric that counts as one: 0.05 in the mean
+#: log10 loss, the loss a factor 10^0.05 = 1.12 apart over the run. A smaller difference is
+#: "tied" even when its interval excludes 0.
+SMALLEST_EFFECT = 0.05
+
+
 class Gap(NamedTuple):
     """The mean of a per-seed difference, with its 95% bootstrap interval."""
 
@@ -55,8 +61,14 @@ class Gap(NamedTuple):
     low: float
     high: float
 
-    def verdict(self, below: str, above: str, tied: str) -> str:
-        """``below`` if the interval lies below 0, ``above`` if above it, else ``tied``."""
+    def verdict(self, below: str, above: str, tied: str, *, smallest: float = 0.0) -> str:
+        """``below`` if the interval lies below 0, ``above`` if above it, else ``tied``.
+
+        A difference whose mean is smaller in size than ``smallest`` is ``tied`` however narrow
+        its interval: it is resolved, but too small to count.
+        """
+        if abs(self.mean) < smallest:
+            return tied
         return below if self.high < 0 else above if self.low > 0 else tied
 
 
