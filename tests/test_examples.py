@@ -5,6 +5,7 @@ fails on an error (abort_on_example_error), and `nox -s downloads` runs each one
 reader downloads it, as .py and as .ipynb. A fourth run here would only lengthen CI.
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -25,3 +26,21 @@ def test_example_has_a_plain_title(script: Path) -> None:
     title = next(line for line in text[4:].splitlines() if line.strip())
     assert title.startswith("# "), f"first docstring line is not a '# ' title: {title!r}"
     assert "$" not in title, f"math in the title: {title!r}"
+
+
+@pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_tables_end_their_cell(script: Path) -> None:
+    """The gallery shows a cell's value only if it is the cell's last statement: a ``Table(...)``
+    anywhere else in a cell would silently not appear on the page."""
+    import ast
+
+    cells = re.split(r"^# %%.*$", script.read_text(), flags=re.M)[1:]
+    for n, cell in enumerate(cells, start=1):
+        body = ast.parse(cell).body
+        for stmt in body[:-1]:
+            is_table = (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and getattr(stmt.value.func, "id", None) == "Table"
+            )
+            assert not is_table, f"cell {n}: Table(...) at line {stmt.lineno} is not last"

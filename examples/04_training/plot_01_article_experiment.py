@@ -37,14 +37,16 @@ ARTICLE_LR = 10 ** (experiments.ARTICLE_QUARTER / 4)  # 1e-3
 # comparison below is paired by seed. The article used one learning rate, $10^{-3}$; we train
 # both variants on a quarter-decade grid from $10^{-4}$ to $10^{-2}$ as well.
 #
-# Those 360 runs take longer than a build of this site can afford, so they were run once with
+# These runs take longer than a build of this site can afford, so they were run once with
 # [train][attnscale.train] (``nox -s experiments -- article``) and stored with their provenance:
 
 # %%
 full = experiments.article()
 arrays = full.parts["sweep"]
 print(full.summary())
-print({k: v for k, v in full.budget.items() if k not in ("seeds", "quarters")})
+for key, value in full.budget.items():
+    if key not in ("seeds", "quarters"):
+        print(f"  {key}: {value}")
 lrs = 10 ** (arrays["quarters"] / 4)
 at = list(arrays["quarters"]).index(experiments.ARTICLE_QUARTER)
 
@@ -248,8 +250,10 @@ for what, (mean, low, high) in (
 # verdicts, computed here from the same stored run:
 
 # %%
-for check in factcheck.article_checks(arrays):
-    print(f"{check.section} {check.claim}\n    verdict: {check.verdict}. {check.evidence}\n")
+Table(
+    ["§", "claim", "verdict", "what was measured"],
+    [[c.section, c.claim, c.verdict, c.evidence] for c in factcheck.article_checks(arrays)],
+)
 
 # %%
 # Why the differences are this small: reconstruction is a task whose best attention is one-hot

@@ -132,17 +132,14 @@ plt.show()
 # ## Each variant at its own best learning rate
 #
 # For every task and head size: each variant's best rate with its 95% interval, the metric
-# there, the held-out loss of the last window, and where the curve stood at the end. The last
-# column compares the variant with $1/\sqrt{d_k}$, each at its own best rate, seed by seed: the
-# difference in the metric (negative: the variant is better) with its interval, and what it
-# means for the loss, $10^{\Delta}$ times the scaled model's over the run.
+# there, the held-out loss of the last window, and where the curve stood at the end.
 
 # %%
-rows, verdicts = [], {}
+rows, compared, verdicts = [], [], {}
 for part in PARTS:
     values, log_lrs, names = unpack(part)
     arrays = full.parts[part]
-    task, d_k = part.rsplit("_d", 1)
+    case = part.replace("_d", ", d_k = ")
     best = {n: intervals.best(values[i], log_lrs) for i, n in enumerate(names)}
     ref = values[0, best[names[0]].point]  # (seeds,): 1/sqrt(d_k) at its best rate
     for i, n in enumerate(names):
@@ -151,45 +148,61 @@ for part in PARTS:
         log_curve = np.log10(np.maximum(np.nanmean(curve, 0), _sweep.FLOOR))
         moved = log_curve[-1] - log_curve[-1 - log_curve.size // 4]
         state = "settled" if abs(moved) < SETTLED else "still falling" if moved < 0 else "rising"
-        if i == 0:
-            versus = "(reference)"
-        else:
-            gap = intervals.paired_gap(ref, values[i, b.point])
-            word = gap.verdict("better", "worse", "tied", smallest=intervals.SMALLEST_EFFECT)
-            verdicts[part, n] = word
-            versus = (
-                f"{gap.mean:+.2f} ({gap.low:+.2f} to {gap.high:+.2f}): {word}, "
-                f"×{10**gap.mean:.2g} the loss"
-            )
         rows.append(
             [
-                task,
-                d_k,
+                case,
                 NAMES[n],
                 f"{10**b.log_lr:.2g} ({10**b.log_lr_low:.2g} to {10**b.log_lr_high:.2g})"
                 + (" at an end" if b.at_end else ""),
                 f"{b.value:.2f}",
                 f"{np.nanmean(curve[:, -1]):.2e}",
                 state,
-                versus,
             ]
         )
+        if i:
+            gap = intervals.paired_gap(ref, values[i, b.point])
+            word = gap.verdict("better", "worse", "tied", smallest=intervals.SMALLEST_EFFECT)
+            verdicts[part, n] = word
+            compared.append(
+                [
+                    case,
+                    NAMES[n],
+                    f"{gap.mean:+.2f} ({gap.low:+.2f} to {gap.high:+.2f})",
+                    f"×{10**gap.mean:.2g}",
+                    word,
+                ]
+            )
 Table(
     [
-        "task",
-        "d_k",
+        "task, head size",
         "variant",
         "best η (95% interval)",
         "metric",
-        "final held-out loss",
+        "last-window held-out loss",
         "at the end",
-        "metric minus 1/√d_k's (interval)",
     ],
     rows,
 )
 
 # %%
-ends = [r for r in rows if "at an end" in r[3]]
+# Each unscaled variant against $1/\sqrt{d_k}$, both at their own best rate, seed by seed: the
+# difference in the metric (negative: the variant is better) with its interval, what it means
+# for the loss ($10^{\Delta}$ times the scaled model's over the run), and the verdict.
+
+# %%
+Table(
+    [
+        "task, head size",
+        "variant",
+        "metric minus 1/√d_k's (95% interval)",
+        "loss factor",
+        "verdict",
+    ],
+    compared,
+)
+
+# %%
+ends = [r for r in rows if "at an end" in r[2]]
 print(f"variants whose best rate is at an end of their grid: {len(ends)}")
 for n in VARIANTS[1:]:
     for d_k in D_KS:
@@ -246,6 +259,7 @@ plt.show()
 values, log_lrs, names = unpack(f"mean_d{d_k}")
 arrays = full.parts[f"mean_d{d_k}"]
 j = intervals.best(values[0], log_lrs).point
+print(f"√d_k = {math.sqrt(d_k):.1f}")
 rows = []
 for i, n in enumerate(names):
     rows.append(
@@ -265,7 +279,6 @@ Table(
     ],
     rows,
 )
-print(f"√d_k = {math.sqrt(d_k):.1f}")
 
 # %%
 # ## What the measurements say

@@ -135,6 +135,8 @@ for v in VARIANTS:
         ]
     )
 Table(["variant", "LR sensitivity, nats (95% interval)", "best final loss", "at η"], rows)
+
+# %%
 diff = sens["qk_layernorm"] - sens["inverse_sqrt"]
 diff_low, diff_high = bootstrap(
     lambda i: (
@@ -180,6 +182,8 @@ Table(
     ],
     rows,
 )
+
+# %%
 better = [
     f"{lr:.2g}"
     for j, lr in enumerate(lrs)
@@ -258,6 +262,8 @@ Table(
     ["variant", "η", "logits grow (step, per seed)", "attention collapses", "loss spikes"],
     rows,
 )
+
+# %%
 for v in VARIANTS:
     counts = {k: order[v].count(k) for k in ("collapse first", "spike first")}
     print(f"{NAMES[v]}: of {len(order[v])} runs whose loss spiked, {counts}")

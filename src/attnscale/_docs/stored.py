@@ -146,18 +146,20 @@ class Stored:
         """The provenance in a few lines, for the page."""
         runs = list(self.provenance["parts"].values())
         commits = sorted(
-            {r["commit"][:10] + (" (uncommitted changes)" if r["dirty"] else "") for r in runs}
+            {r["commit"][:10] + (" (plus uncommitted changes)" if r["dirty"] else "") for r in runs}
         )
         devices = sorted({f"{r['device']}, {r['threads']} thread(s)" for r in runs})
         dates = sorted(r["finished"][:10] for r in runs)
         hours = sum(r["seconds"] for r in runs) / 3600
         seeds = self.budget.get("seeds")
         lines = [
-            f"Stored full run of `{self.name}`: {len(runs)} part(s), {hours:.2f} h of computation"
-            f" in all, finished {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else ""),
-            f"  commit {', '.join(commits)}; code hash {self.provenance['code_hash'][:12]}",
+            f"Stored full run of `{self.name}`: {len(runs)} part(s), {hours:.2f} h of computation",
+            f"  finished {dates[0]}" + (f" to {dates[-1]}" if dates[-1] != dates[0] else ""),
+            f"  code hash {self.provenance['code_hash'][:12]}; commit(s):",
+            *(f"    {c}" for c in commits),
             f"  torch {', '.join(sorted({r['torch'] for r in runs}))}, Python "
-            f"{', '.join(sorted({r['python'] for r in runs}))}; device {'; '.join(devices)}",
+            f"{', '.join(sorted({r['python'] for r in runs}))}; device(s):",
+            *(f"    {d}" for d in devices),
         ]
         if seeds is not None:
             lines.append(f"  seeds {seeds}")
