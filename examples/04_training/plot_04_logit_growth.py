@@ -265,8 +265,10 @@ Table(
 
 # %%
 for v in VARIANTS:
-    counts = {k: order[v].count(k) for k in ("collapse first", "spike first")}
-    print(f"{NAMES[v]}: of {len(order[v])} runs whose loss spiked, {counts}")
+    print(
+        f"{NAMES[v]}: {len(order[v])} runs spiked; attention collapsed first in "
+        f"{order[v].count('collapse first')}, the loss in {order[v].count('spike first')}"
+    )
 
 # %%
 # ## One run of each, step by step
@@ -303,39 +305,48 @@ plt.show()
 # %%
 # ## What this run shows
 #
-# The three parts of the signature, each read off the numbers above by a rule stated in the
-# code: where the baseline's logits pass 100 on every seed and QK-LayerNorm's do not; which
-# comes first in the runs whose loss spiked; and the sign of the LR-sensitivity difference when
-# its interval excludes zero.
+# Each part of the signature, read off the numbers above by a rule stated in the code: the
+# rates where the baseline's logits pass 100 on every seed and QK-LayerNorm's do not; which
+# event comes first in the runs whose loss spiked; and the sign of the LR-sensitivity
+# difference when its interval excludes zero.
 
 # %%
-grows = {v: (peak[v] > LARGE_LOGIT).all(0) for v in VARIANTS}  # (rates,) on every seed
+grows = {v: (peak[v] > LARGE_LOGIT).all(0) for v in VARIANTS}  # (rates,): on every seed
 only_baseline = [
     f"{lr:.2g}"
     for lr, a, b in zip(lrs, grows["inverse_sqrt"], grows["qk_layernorm"], strict=True)
     if a and not b
 ]
-print(
-    "1. logit growth: the baseline's largest logit passes 100 on every seed while "
-    f"QK-LayerNorm's does not at η = {only_baseline or 'no rate'}; the largest values: "
-    f"baseline {np.nanmax(peak['inverse_sqrt']):.3g}, QK-LayerNorm {np.nanmax(peak['qk_layernorm']):.3g}"
-)
-for v in VARIANTS:
-    n, c = len(order[v]), order[v].count("collapse first")
-    print(
-        f"2. order of events, {NAMES[v]}: attention collapsed before the loss spiked in {c} of "
-        f"{n} runs that spiked"
-    )
-verdict = (
-    "lower"
-    if diff_high < 0
-    else "higher"
-    if diff_low > 0
-    else "not distinguishable from the baseline's"
-)
-print(
-    f"3. LR sensitivity: QK-LayerNorm's is {verdict} ({sens['qk_layernorm']:.3f} against "
-    f"{sens['inverse_sqrt']:.3f} nats; difference {diff:+.3f}, interval {diff_low:+.3f} to {diff_high:+.3f})"
+spiked = {v: (len(order[v]), order[v].count("collapse first")) for v in VARIANTS}
+n, c = spiked["inverse_sqrt"]
+n_ln, c_ln = spiked["qk_layernorm"]
+Table(
+    ["part of the signature", "measured", "seen here"],
+    [
+        [
+            "the baseline's logits pass 100 at rates where QK-LayerNorm's do not",
+            f"at η = {', '.join(only_baseline) or 'no rate'}; largest logit of any run: baseline "
+            f"{np.nanmax(peak['inverse_sqrt']):.3g}, QK-LayerNorm "
+            f"{np.nanmax(peak['qk_layernorm']):.3g}",
+            "yes" if only_baseline else "no",
+        ],
+        [
+            "the baseline's attention collapses before its loss spikes",
+            f"in {c} of its {n} runs whose loss spiked",
+            "yes" if n and c == n else "partly" if c else "no",
+        ],
+        [
+            "QK-LayerNorm's runs that fail, fail loss first (plain divergence)",
+            f"in {n_ln - c_ln} of its {n_ln} runs whose loss spiked",
+            "yes" if n_ln and c_ln == 0 else "partly" if c_ln < n_ln else "no",
+        ],
+        [
+            "QK-LayerNorm lowers the LR sensitivity",
+            f"{sens['qk_layernorm']:.3f} against {sens['inverse_sqrt']:.3f} nats; difference "
+            f"{diff:+.3f} (95% interval {diff_low:+.3f} to {diff_high:+.3f})",
+            "yes" if diff_high < 0 else "the opposite" if diff_low > 0 else "not resolved",
+        ],
+    ],
 )
 
 # %%
@@ -353,17 +364,17 @@ print(
 # requires the build's Python to have the stored text).
 
 # %%
-if logit_growth.corpus()[1] == str(first["corpus_sha256"]):
-    checks = stored.verify(full, stored.rerun("logit_growth"))
-    Table(
-        ["check", "stored", "rerun now", "required"],
-        [[c.what, c.stored, c.live, c.bound] for c in checks],
-    )
-else:
+same_text = logit_growth.corpus()[1] == str(first["corpus_sha256"])
+if not same_text:
     print(
         f"This Python's pydoc_data.topics differs from Python {first['python']}'s, the stored "
         "run's text: the rerun is skipped."
     )
+checks = stored.verify(full, stored.rerun("logit_growth")) if same_text else []
+Table(
+    ["check", "stored", "rerun now", "required"],
+    [[c.what, c.stored, c.live, c.bound] for c in checks],
+)
 
 # %%
 # ## References
