@@ -160,7 +160,8 @@ print(
     + ", ".join(f"{gaps[label]:.1e}" for label in exact)
     + f"; every one at most 1e-5: {all(gaps[label] <= 1e-5 for label in exact)}"
 )
-print(f"the other settings: smallest gap {min(v for k, v in gaps.items() if k not in exact):.1e}")
+closest = min((k for k in gaps if k not in exact), key=gaps.get)
+print(f"the closest of the other settings: {closest}, largest gap {gaps[closest]:.1e}")
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
@@ -183,19 +184,20 @@ plt.show()
 
 # %%
 # The three identities agree to float64 rounding (the dotted grey line is its unit,
-# $2.2 \times 10^{-16}$; a relative gap of exactly 0 is drawn at $10^{-17}$). Everything else
-# drifts apart within a few steps:
+# $2.2 \times 10^{-16}$; a relative gap of exactly 0 is drawn at $10^{-17}$). Every other
+# setting leaves the identity from the first steps on, by the amounts in the table:
 #
-# - **$\epsilon$ matters only a little.** Leaving Adam's $\epsilon$ alone gives a small gap:
-#   $\epsilon$ is tiny next to $\sqrt{\hat v}$ except for weights with almost no gradient.
-# - **Each optimiser has its own factor.** SGD with Adam's factor $c$ instead of $c^2$ is far
-#   off: SGD's step grows with the gradient, Adam's does not.
+# - **$\epsilon$.** Leaving Adam's $\epsilon$ alone breaks the identity only through $\epsilon$,
+#   which is tiny next to $\sqrt{\hat v}$ except for weights with almost no gradient; the
+#   printed line above names the closest of the wrong settings.
+# - **Each optimiser has its own factor.** SGD with Adam's factor $c$ instead of $c^2$ leaves
+#   the identity: SGD's step grows with the gradient, Adam's does not.
 # - **$\eta/\sqrt{d_k}$ is the wrong control** for Adam: it slows $W_q$ and $W_k$ by $c^2$ when
 #   the identity needs $c$, and it also slows the value and output weights, which the scale
 #   never touched.
-# - **An unscaled model trained like a scaled one** (no transformation) differs from the start:
-#   its $W_q$ and $W_k$ learn $d_k^{1/4}$ times faster, relative to their size, than the scaled
-#   model's. The logits, a product of the two, move $\sqrt{d_k}$ times faster at first.
+# - **An unscaled model trained like a scaled one** (no transformation): its $W_q$ and $W_k$
+#   learn $d_k^{1/4}$ times faster, relative to their size, than the scaled model's, and the
+#   logits, a product of the two, move $\sqrt{d_k}$ times faster at first.
 #
 # So "no scale" and "$1/\sqrt{d_k}$" at the same learning rate differ in two ways: where the
 # logits start (larger without the scale, for the same weights), and how fast $W_q, W_k$ learn
