@@ -174,8 +174,17 @@ def test_reduced_budget_is_part_of_the_full_one(name):
             assert set(value) <= set(exp.full[key]), key
 
 
+def _used_by_the_site(name: str) -> bool:
+    """Whether a gallery script loads experiment ``name`` (the build then requires its run)."""
+    pages = [*ROOT.glob("examples/*/plot_*.py"), *ROOT.glob("factcheck/plot_*.py")]
+    loads = (f'stored.load("{name}")', f"experiments.{name}()", f'rerun("{name}")')
+    return any(key in p.read_text() for p in pages for key in loads)
+
+
 @pytest.mark.parametrize("name", stored.names())
 def test_stored_provenance_is_present_and_true(name):
+    if not _used_by_the_site(name):
+        pytest.skip(f"no page uses {name} yet (pending/README.md); its run may be incomplete")
     full = stored.load(name)  # current: the same code hash and budget as today's code
     exp = stored.experiment(name)
     assert full.provenance["budget"] == json.loads(json.dumps(exp.full))
