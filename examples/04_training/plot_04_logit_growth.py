@@ -46,7 +46,7 @@ SPIKE = 0.5  # nats above the loss's best moving mean so far
 # decade apart, with $1/\sqrt{d_k}$ alone (the baseline) and with
 # [QK-LayerNorm][attnscale.QKLayerNorm] before it.
 #
-# The 54 runs took longer than a build can afford, so they were run once
+# These runs took longer than a build can afford, so they were run once
 # (``nox -s experiments -- logit_growth``) and stored with their provenance:
 
 # %%
