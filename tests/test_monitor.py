@@ -905,3 +905,18 @@ def test_flex_attention_is_not_seen_and_the_report_says_so() -> None:
     assert report.records == []
     assert report.codes() == {"no-attention"}
     assert "FlexAttention" in report.findings[0].message
+
+
+def test_entropy_of_one_hot_rows_is_never_negative() -> None:
+    """lse - sum(p x) on uncentred logits cancels in float32 for large, one-hot rows; the
+    monitor centres each row on its maximum first (issue 24: it printed -0.000257 of log n)."""
+    from attnscale.monitor.stats import logit_stats
+
+    gen = torch.Generator().manual_seed(0)
+    logits = 3000 + 40 * torch.randn(2, 4, 64, 64, generator=gen)  # far from 0, one-hot rows
+    stats = logit_stats(logits, mask_value=-1e4, saturation=0.99)
+    assert stats["entropy"] >= 0
+    assert stats["normalized_entropy"] >= 0
+    assert stats["min_head_normalized_entropy"] >= 0
+    exact = torch.special.entr(torch.softmax(logits.double(), -1)).sum(-1).mean()
+    assert abs(stats["entropy"] - float(exact)) < 1e-4

@@ -45,10 +45,14 @@ def logit_stats(
     x0 = x.masked_fill(invalid, 0.0)
     row_mean = x0.sum(-1, keepdim=True) / count.unsqueeze(-1).clamp_min(1)  # (..., rows, 1)
     centred = (x0 - row_mean).masked_fill_(invalid, 0.0)
-    # softmax over the valid keys; entropy as lse - sum(p x), which needs no 0 * log 0
-    lse = torch.logsumexp(x.masked_fill(invalid, -math.inf), dim=-1, keepdim=True)
-    p = (x0 - lse).exp_().masked_fill_(invalid, 0.0)  # (..., rows, k_len); NaN in empty rows
-    ent = lse.squeeze(-1) - (p * x0).sum(-1)  # (..., rows)
+    # softmax over the valid keys; entropy as lse - sum(p x) on max-centred logits, which
+    # needs no 0 * log 0 and cannot go negative (lse >= 0 and every centred logit is <= 0;
+    # uncentred, the two terms cancel in float32 for one-hot rows)
+    top = x.masked_fill(invalid, -math.inf).amax(-1, keepdim=True)
+    xc = (x0 - top.masked_fill(~torch.isfinite(top), 0.0)).masked_fill_(invalid, 0.0)
+    lse = torch.logsumexp(xc.masked_fill(invalid, -math.inf), dim=-1, keepdim=True)
+    p = (xc - lse).exp_().masked_fill_(invalid, 0.0)  # (..., rows, k_len); NaN in empty rows
+    ent = lse.squeeze(-1) - (p * xc).sum(-1)  # (..., rows)
     # rows with one valid key are one-hot by construction: not evidence of saturation
     live = count >= 2  # (..., rows)
     zero = torch.zeros((), dtype=x.dtype, device=x.device)
