@@ -920,3 +920,13 @@ def test_entropy_of_one_hot_rows_is_never_negative() -> None:
     assert stats["min_head_normalized_entropy"] >= 0
     exact = torch.special.entr(torch.softmax(logits.double(), -1)).sum(-1).mean()
     assert abs(stats["entropy"] - float(exact)) < 1e-4
+
+
+def test_a_findings_site_is_a_record() -> None:
+    """``Finding.where`` names the call site as the records do; the step is its own field
+    (issue 24: ``report.record(f.where)`` raised on the " (step 0)" suffix)."""
+    report = _monitor(HandAttention("none"), _x())
+    finding = next(f for f in report.findings if f.code == "scale-mismatch")
+    assert report.record(finding.where).where == finding.where
+    assert finding.step == 0
+    assert f"{finding.where} (step 0)" in str(report)

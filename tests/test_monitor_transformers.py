@@ -140,7 +140,7 @@ def test_gpt2_inverse_layer_idx_is_named_and_can_be_declared() -> None:
     overrides = {"scale_attn_by_inverse_layer_idx": True}
     report = _watch("gpt2", "eager", config_overrides=overrides)
     found = [f for f in report.findings if f.code == "scale-mismatch"]
-    assert [f.where for f in found] == ["transformer.h.1.attn (step 0)"]
+    assert [(f.where, f.step) for f in found] == [("transformer.h.1.attn", 0)]
     assert found[0].severity == "warning"
     assert "1/(layer index + 1) = 1/2" in found[0].message
 

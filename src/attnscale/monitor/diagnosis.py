@@ -8,6 +8,7 @@ training had already gone wrong.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Mapping
@@ -208,7 +209,7 @@ def diagnose(
         The scale the user declared for this site, if any.
     """
     th = thresholds
-    site, where = where, f"{where} (step {s.step})"
+    site = where
     out: list[Finding] = []
     if s.nonfinite_logits or s.nonfinite_outputs:
         out.append(
@@ -294,7 +295,7 @@ def diagnose(
                 f"or σReparam, and check the scale. {_link('entropy-collapse')}",
             )
         )
-    return out
+    return [dataclasses.replace(f, step=s.step) for f in out]
 
 
 def no_attention(unmatched_softmax: int) -> Finding:

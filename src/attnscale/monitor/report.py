@@ -156,18 +156,23 @@ class Finding:
     severity : str
         ``"info"``, ``"warning"`` or ``"error"``.
     where : str
-        The call site, as in [AttentionRecord][attnscale.AttentionRecord].
+        The call site, as in [AttentionRecord][attnscale.AttentionRecord]:
+        ``report.record(finding.where)`` is its record.
     message : str
         Measurement, consequence, fix and a link to the guide.
+    step : int or None
+        The call (step) of the site whose statistics gave the finding; ``None`` for
+        findings about the model as a whole.
     """
 
     code: str
     severity: Severity
     where: str
     message: str
+    step: int | None = None
 
-    def to_dict(self) -> dict[str, str]:
-        """Return the finding as a dict of strings."""
+    def to_dict(self) -> dict[str, Any]:
+        """Return the finding as a dict (``step`` an int or ``None``, the rest strings)."""
         return dataclasses.asdict(self)
 
 
@@ -258,7 +263,8 @@ class MonitorReport:
         if not self.findings:
             lines.append("No findings.")
         for f in self.findings:
-            lines.append(f"[{f.severity.upper()}] {f.code} at {f.where}:")
+            step = "" if f.step is None else f" (step {f.step})"
+            lines.append(f"[{f.severity.upper()}] {f.code} at {f.where}{step}:")
             lines.append(f"    {f.message}")
         return "\n".join(lines)
 
