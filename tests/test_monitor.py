@@ -930,3 +930,29 @@ def test_a_findings_site_is_a_record() -> None:
     assert report.record(finding.where).where == finding.where
     assert finding.step == 0
     assert f"{finding.where} (step 0)" in str(report)
+
+
+@pytest.mark.parametrize(("declared", "word"), [(1.0, "smaller"), (1 / D_HEAD**2, "larger")])
+def test_expected_scale_mismatch_says_which_way(declared: float, word: str) -> None:
+    """The code applies 1/d; declaring 1 means the code's scale is smaller than declared, and
+    declaring 1/d² that it is larger (issue 24: the message had the direction inverted)."""
+    model = WrittenAttention("matmul-kw", "product", scale=1 / D_HEAD)
+    report = _monitor(model, _x(), expected_scale=declared)
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert f"applies a scale {word} than declared" in finding.message
+
+
+def test_two_likely_causes_make_one_sentence() -> None:
+    """With as many heads as head dimensions, 1/head_dim is both a double 1/√head_dim and a
+    division by √d_model: the causes are joined inside one sentence (issue 24: " Or: ")."""
+
+    class Heads(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q = x.view(2, 8, 16, 16).transpose(1, 2)  # (batch, heads 16, length, head_dim 16)
+            return torch.softmax(q @ q.transpose(-2, -1) / 16, dim=-1) @ q
+
+    gen = torch.Generator().manual_seed(0)
+    report = _monitor(Heads(), torch.randn(2, 8, 256, generator=gen))
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert "double scaling" in finding.message and "√d_model" in finding.message
+    assert " Or: " not in finding.message and "; or the scores" in finding.message

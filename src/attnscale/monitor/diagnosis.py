@@ -130,14 +130,15 @@ def _scale_findings(
                     f"so it is treated as intended. {link}",
                 )
             ]
+        direction = "larger" if off > 1 else "smaller"
         return [
             Finding(
                 "scale-mismatch",
                 "warning",
                 where,
-                f"{read} The declared expected_scale is {expected:.4g}, {off:.3g} times "
-                f"smaller than what the code applies. Check every place the scores, q or k "
-                f"are multiplied. {link}",
+                f"{read} That is {off:.3g} times the declared expected_scale {expected:.4g}: "
+                f"the code applies a scale {direction} than declared. Check every place the "
+                f"scores, q or k are multiplied. {link}",
             )
         ]
     if 1 / tol <= ratio <= tol:
@@ -162,7 +163,7 @@ def _scale_findings(
                 f"logit spread. {link}",
             )
         ]
-    causes = " Or: ".join(likely_causes(ratio, s.head_dim, s.num_heads, site))
+    causes = "; or ".join(likely_causes(ratio, s.head_dim, s.num_heads, site))
     if ratio > tol:
         effect = (
             "Logits come out wider than 1/√head_dim intends, so attention is sharper "
