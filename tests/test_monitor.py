@@ -956,3 +956,18 @@ def test_two_likely_causes_make_one_sentence() -> None:
     (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
     assert "double scaling" in finding.message and "√d_model" in finding.message
     assert " Or: " not in finding.message and "; or the scores" in finding.message
+
+
+def test_fp16_advice_on_an_sdpa_site_does_not_say_use_sdpa() -> None:
+    """Issue 24: the float16 advice at an SDPA site recommended SDPA."""
+    g = torch.Generator().manual_seed(0)
+    q = (60 * torch.randn(1, 2, 8, 64, generator=g)).half()
+    with AttentionMonitor() as mon:
+        F.scaled_dot_product_attention(q, q, q)
+    risks = [f for f in mon.report().findings if f.code == "fp16-overflow-risk"]
+    assert risks, "the product of these q and k is within the float16 headroom"
+    assert all("scaled_dot_product_attention" not in f.message for f in risks)
+    with AttentionMonitor() as mon:  # the same product written by hand keeps the advice
+        torch.softmax((q @ q.transpose(-2, -1)).float() / 8, dim=-1)
+    hand = [f for f in mon.report().findings if f.code == "fp16-overflow-risk"]
+    assert hand and all("scaled_dot_product_attention" in f.message for f in hand)

@@ -251,6 +251,12 @@ def diagnose(
     if s.dtype == "float16" and s.max_abs_qk is not None:
         reach = s.max_abs_qk / _FP16_MAX
         if reach >= 1 / th["fp16_headroom"]:
+            fused = s.path.startswith(("sdpa", "multihead_attention"))  # it is already SDPA
+            fix = (
+                ""
+                if fused
+                else "Multiply q by the scale before QKᵀ (or use F.scaled_dot_product_attention). "
+            )
             out.append(
                 Finding(
                     "fp16-overflow-risk",
@@ -258,9 +264,8 @@ def diagnose(
                     where,
                     f"Measured max |q·k| before scaling = {s.max_abs_qk:.4g}, {reach:.2g} of "
                     f"the float16 maximum 65504. Beyond it the product becomes inf and the "
-                    f"softmax NaN. Multiply q by the scale before QKᵀ (or use "
-                    f"F.scaled_dot_product_attention), compute the scores in float32 or "
-                    f"bfloat16, or normalise q and k. {_link('fp16-overflow-risk')}",
+                    f"softmax NaN. {fix}Compute the scores in float32 or bfloat16, or "
+                    f"normalise q and k. {_link('fp16-overflow-risk')}",
                 )
             )
     out.extend(_scale_findings(site, where, s, th, expected_scale))
