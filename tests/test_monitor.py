@@ -971,3 +971,25 @@ def test_fp16_advice_on_an_sdpa_site_does_not_say_use_sdpa() -> None:
         torch.softmax((q @ q.transpose(-2, -1)).float() / 8, dim=-1)
     hand = [f for f in mon.report().findings if f.code == "fp16-overflow-risk"]
     assert hand and all("scaled_dot_product_attention" in f.message for f in hand)
+
+
+def test_a_learnable_0d_temperature_raises_no_warning() -> None:
+    """Issue 24: the monitor's own float() of a 0-d parameter warned (an error under
+    ``filterwarnings=error``); the user's code warns of nothing."""
+
+    class Temperature(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inv_t = nn.Parameter(torch.tensor(0.25))
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(x @ x.transpose(-2, -1) * self.inv_t, dim=-1) @ x
+
+    import warnings
+
+    model, x = Temperature(), torch.randn(2, 8, 16)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model(x)  # the user's own code is silent
+        report = _monitor(model, x)
+    assert report.records, "the softmax was seen"

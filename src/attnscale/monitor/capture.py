@@ -83,6 +83,12 @@ def _is_scalar(x: object) -> bool:
     return isinstance(x, torch.Tensor) and x.dim() == 0 and x.is_floating_point()
 
 
+def _value(x: Any) -> float:
+    """A scalar's value; a 0-d tensor is detached first (float() of a tensor that requires
+    grad warns, and the user's code never asked for that warning)."""
+    return float(x.detach()) if isinstance(x, torch.Tensor) else float(x)
+
+
 def _arg(args: Sequence[Any], kwargs: dict[str, Any], i: int, name: str) -> Any:
     return args[i] if len(args) > i else kwargs.get(name)
 
@@ -489,7 +495,7 @@ class Capture(TorchFunctionMode):
                     return  # tensor by tensor (e.g. RoPE): not a scale, the lineage ends
                 if not first.is_floating_point() or _arg(args, kwargs, 2, "rounding_mode"):
                     return
-                s = float(b)
+                s = _value(b)
                 if s == 0 or not math.isfinite(s):
                     return
                 base = self._lineage_of(first) or _Lineage(None)
@@ -546,7 +552,7 @@ class Capture(TorchFunctionMode):
                 return
             head_dim = int(a.shape[-1])
             if first:
-                factor = float(kwargs.get("alpha", args[4] if len(args) > 4 else 1))
+                factor = _value(kwargs.get("alpha", args[4] if len(args) > 4 else 1))
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
         for t in (a, b):
@@ -732,7 +738,7 @@ class Capture(TorchFunctionMode):
         q, k = b["query"], b["key"]
         mask, causal, scale = b.get("attn_mask"), b.get("is_causal", False), b.get("scale")
         head_dim = int(q.shape[-1])
-        c = 1 / math.sqrt(head_dim) if scale is None else float(scale)
+        c = 1 / math.sqrt(head_dim) if scale is None else _value(scale)
         pre = self._prescale(q) * self._prescale(k)
         lq, lk = q.shape[-2], k.shape[-2]
         qs, ks = self._sample(q, rows_dim=q.dim() - 2), self._sample(k)
