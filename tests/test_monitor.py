@@ -993,3 +993,14 @@ def test_a_learnable_0d_temperature_raises_no_warning() -> None:
         model(x)  # the user's own code is silent
         report = _monitor(model, x)
     assert report.records, "the softmax was seen"
+
+
+def test_autocast_does_not_change_the_monitors_dtype() -> None:
+    """Issue 24: under float16 autocast the monitor recomputed the scores in float16 and
+    reported non-finite logits for a model whose output is finite."""
+    g = torch.Generator().manual_seed(0)
+    q = 40 * torch.randn(1, 2, 8, 64, generator=g)
+    with torch.autocast("cpu", dtype=torch.float16), AttentionMonitor() as mon:
+        out = F.scaled_dot_product_attention(q, q, q)
+    assert torch.isfinite(out).all()
+    assert "non-finite" not in mon.report().codes()

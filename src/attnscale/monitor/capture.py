@@ -455,6 +455,8 @@ class Capture(TorchFunctionMode):
         """Run the monitor's own computations unseen and on one CPU thread.
 
         Unseen: no mode (this one's or another monitor's) intercepts them.
+        Outside autocast: an fp16 autocast around the model must not make the monitor's
+        float32 recomputation overflow.
         One thread: the statistics are many small operations on a sampled
         tensor; with several intra-op threads each is a parallel region, and
         on a busy machine every region can stall for a scheduler time slice
@@ -463,7 +465,13 @@ class Capture(TorchFunctionMode):
         """
         threads = torch.get_num_threads()
         try:
-            with torch._C.DisableTorchFunction(), torch.no_grad():
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(torch._C.DisableTorchFunction())
+                stack.enter_context(torch.no_grad())
+                # The statistics are computed in the dtype the monitor chooses (float32), not
+                # in the one an autocast region around the model would pick.
+                for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+                    stack.enter_context(torch.autocast(device, enabled=False))
                 if threads > 1:
                     torch.set_num_threads(1)
                 yield
