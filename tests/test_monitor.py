@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 from collections.abc import Callable
@@ -1004,3 +1005,39 @@ def test_autocast_does_not_change_the_monitors_dtype() -> None:
         out = F.scaled_dot_product_attention(q, q, q)
     assert torch.isfinite(out).all()
     assert "non-finite" not in mon.report().codes()
+
+
+def test_a_caught_keyboard_interrupt_leaves_the_sites_intact() -> None:
+    """Issue 24: a KeyboardInterrupt inside the model, caught in the monitored block, left its
+    modules on the monitor's stack, and later calls became new sites."""
+
+    class Inner(nn.Module):
+        interrupt = False
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            p = torch.softmax(x @ x.transpose(-2, -1) / 4, dim=-1)
+            if self.interrupt:
+                raise KeyboardInterrupt
+            return p @ x
+
+    class Outer(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.inner = Inner()
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.inner(x)
+
+    def sites(interrupt_first: bool) -> list[str]:
+        model, x = Outer(), torch.randn(2, 8, 16)
+        with AttentionMonitor(model) as mon:
+            if interrupt_first:
+                model.inner.interrupt = True
+                with contextlib.suppress(KeyboardInterrupt):
+                    model(x)
+                model.inner.interrupt = False
+            model(x)
+            model(x)
+        return sorted(r.where for r in mon.report().records)
+
+    assert sites(interrupt_first=True) == sites(interrupt_first=False)

@@ -266,6 +266,11 @@ class _Registry:
             self.suspended = None
 
     def pre_hook(self, module: nn.Module, args: object) -> None:
+        if module in self.stack:
+            # a module does not run inside itself: it is left over from a call that a
+            # BaseException (e.g. KeyboardInterrupt) ended, which torch's always-called hooks
+            # do not see; drop it and what ran inside it
+            del self.stack[self.stack.index(module) :]
         if not self.stack:
             for c in self.captures:
                 c.ordinals.clear()
