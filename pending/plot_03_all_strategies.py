@@ -59,16 +59,6 @@ STRATEGIES = [str(v) for v in full.parts[TASKS[0]]["variants"]]
 NAMES = style.text_labels(STRATEGIES)
 
 
-def unpack(part: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Metric values (strategies, points, seeds), log10 rates (points,), strategy names."""
-    arrays = full.parts[part]
-    return (
-        _sweep.metric(arrays["curve_loss"]),
-        arrays["quarters"] / 4,
-        [str(v) for v in arrays["variants"]],
-    )
-
-
 # %%
 # ## The metric against the learning rate
 #
@@ -78,7 +68,7 @@ def unpack(part: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
 # %%
 fig, axes = plt.subplots(1, len(TASKS), figsize=(7, 3.4), layout="constrained", sharey=True)
 for ax, task in zip(axes, TASKS, strict=True):
-    values, log_lrs, names = unpack(task)
+    values, log_lrs, names = intervals.sweep_metric(full.parts[task])
     plot_seed_bands(
         {n: np.where(np.isfinite(values[i]), values[i], np.nan).T for i, n in enumerate(names)},
         x=10**log_lrs,
@@ -106,7 +96,7 @@ plt.show()
 # %%
 rows, compared, ranked = [], [], {}
 for task in TASKS:
-    values, log_lrs, names = unpack(task)
+    values, log_lrs, names = intervals.sweep_metric(full.parts[task])
     best = {n: intervals.best(values[i], log_lrs) for i, n in enumerate(names)}
     ref = values[names.index(REFERENCE), best[REFERENCE].point]  # (seeds,)
     ranked[task] = {}
@@ -178,7 +168,7 @@ rows = []
 for n in full.budget["width_strategies"]:
     per_width = []
     for d in WIDTHS:
-        values, log_lrs, names = unpack(f"width_d{d}")
+        values, log_lrs, names = intervals.sweep_metric(full.parts[f"width_d{d}"])
         per_width.append((values[names.index(n)], log_lrs))
     log_w = np.log10(WIDTHS)
 

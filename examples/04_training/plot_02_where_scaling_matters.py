@@ -70,16 +70,6 @@ TASKS = list(dict.fromkeys(p.rsplit("_d", 1)[0] for p in PARTS))
 D_KS = sorted({int(p.rsplit("_d", 1)[1]) for p in PARTS})
 
 
-def unpack(part: str) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Metric values (variants, points, seeds), log10 rates (points,), variant names."""
-    arrays = full.parts[part]
-    return (
-        _sweep.metric(arrays["curve_loss"]),
-        arrays["quarters"] / 4,
-        [str(v) for v in arrays["variants"]],
-    )
-
-
 # %%
 # ## Where each variant starts
 #
@@ -108,7 +98,7 @@ fig, axes = plt.subplots(
 )
 for row, d_k in zip(axes, D_KS, strict=True):
     for ax, task in zip(row, TASKS, strict=True):
-        values, log_lrs, names = unpack(f"{task}_d{d_k}")
+        values, log_lrs, names = intervals.sweep_metric(full.parts[f"{task}_d{d_k}"])
         plot_seed_bands(
             {n: np.where(np.isfinite(values[i]), values[i], np.nan).T for i, n in enumerate(names)},
             x=10**log_lrs,
@@ -137,7 +127,7 @@ plt.show()
 # %%
 rows, compared, verdicts = [], [], {}
 for part in PARTS:
-    values, log_lrs, names = unpack(part)
+    values, log_lrs, names = intervals.sweep_metric(full.parts[part])
     arrays = full.parts[part]
     case = part.replace("_d", ", d_k = ")
     best = {n: intervals.best(values[i], log_lrs) for i, n in enumerate(names)}
@@ -221,7 +211,7 @@ d_k = D_KS[-1]
 window = full.budget["window"]
 fig, axes = plt.subplots(2, len(TASKS), figsize=(7, 4.6), layout="constrained", sharex=True)
 for col, task in enumerate(TASKS):
-    values, log_lrs, names = unpack(f"{task}_d{d_k}")
+    values, log_lrs, names = intervals.sweep_metric(full.parts[f"{task}_d{d_k}"])
     arrays = full.parts[f"{task}_d{d_k}"]
     at = {n: intervals.best(values[i], log_lrs).point for i, n in enumerate(names)}
     steps = window * np.arange(1, arrays["curve_loss"].shape[-1] + 1)
@@ -256,7 +246,7 @@ plt.show()
 # over seeds.
 
 # %%
-values, log_lrs, names = unpack(f"mean_d{d_k}")
+values, log_lrs, names = intervals.sweep_metric(full.parts[f"mean_d{d_k}"])
 arrays = full.parts[f"mean_d{d_k}"]
 j = intervals.best(values[0], log_lrs).point
 print(f"√d_k = {math.sqrt(d_k):.1f}")

@@ -232,9 +232,7 @@ rows, shifts = [], {}
 for part, arrays in full.parts.items():
     task, d_k = part.rsplit("_d", 1)
     d_k = int(d_k)
-    variants = [str(v) for v in arrays["variants"]]
-    log_lrs = arrays["quarters"] / 4
-    values = _sweep.metric(arrays["curve_loss"])  # (variants, points, seeds)
+    values, log_lrs, variants = intervals.sweep_metric(arrays)  # (variants, points, seeds)
     a, b = variants.index("inverse_sqrt"), variants.index("none_matched")
 
     def shift(idx: np.ndarray, a: int = a, b: int = b, v=values, x=log_lrs) -> float:

@@ -14,9 +14,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .studies._sweep import best_lr, bootstrap
+from .studies._sweep import best_lr, bootstrap, metric
 
-__all__ = ["Best", "Gap", "best", "bootstrap", "paired_gap"]
+__all__ = ["Best", "Gap", "best", "bootstrap", "paired_gap", "sweep_metric"]
+
+
+def sweep_metric(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """One stored sweep part's metric values ``(variants, points, seeds)``, its log10 learning
+    rates ``(points,)`` and its variant names."""
+    names = [str(v) for v in arrays["variants"]]
+    return metric(arrays["curve_loss"]), arrays["quarters"] / 4, names
 
 
 class Best(NamedTuple):
