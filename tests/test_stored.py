@@ -110,6 +110,25 @@ def test_a_code_change_makes_the_stored_run_stale(toy):
         stored.load("toy", root=root)
 
 
+def test_a_change_to_the_checks_keeps_the_stored_run_current(toy):
+    source, root = toy
+    stored.run("toy", root=root, log=lambda _: None)
+    # The agreement checks and the reduced budget check a run; they did not produce it.
+    source.write_text(
+        source.read_text()
+        .replace("rtol=1e-6", "rtol=1e-3")
+        .replace('REDUCED = {"seeds": [1]', 'REDUCED = {"seeds": [2]')
+    )
+    module = importlib.reload(importlib.import_module("toy_studies.toy"))
+    assert module.REDUCED["seeds"] == [2]
+    stored.verify(stored.load("toy", root=root), stored.rerun("toy"))
+    # A helper of the producing code keeps its place in the hash, whatever calls it.
+    source.write_text(source.read_text().replace("def parts(budget):", "def parts(budget, *_):"))
+    importlib.reload(importlib.import_module("toy_studies.toy"))
+    with pytest.raises(stored.StaleResults, match="code changed"):
+        stored.load("toy", root=root)
+
+
 def test_a_change_in_a_used_library_module_makes_it_stale(toy, monkeypatch):
     _, root = toy
     stored.run("toy", root=root, log=lambda _: None)

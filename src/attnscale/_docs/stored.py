@@ -19,8 +19,9 @@ experiment is an [Experiment][] defined in a module of ``attnscale._docs.studies
   every verdict); a failed check raises, so the build fails.
 
 The code hash covers the experiment's module and the library modules it declares in ``uses``,
-after removing docstrings and comments (``ast``), so an edit to prose does not invalidate hours
-of computation, and an edit to code does.
+after removing docstrings, comments (``ast``) and the code that only checks a run (the
+``REDUCED`` budget and the ``agree`` functions), so an edit to prose or to a check does not
+invalidate hours of computation, and an edit to the code that produced the numbers does.
 """
 
 from __future__ import annotations
@@ -187,9 +188,23 @@ def names() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
 
 
+# Module-level names that check a run rather than produce it: the reduced budget and the
+# agreement checks. They stay out of the code hash, so tightening a check or shrinking the
+# reduced budget does not discard a stored run that took hours.
+CHECKING = frozenset({"agree", "REDUCED"})
+
+
+def _assigned(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
+
+
 def _code(module: ModuleType) -> str:
-    """A module's code without docstrings, comments or formatting."""
+    """A module's producing code: no docstrings, comments, formatting or checking code."""
     tree = ast.parse(inspect.getsource(module))
+    tree.body = [node for node in tree.body if not _assigned(node) & CHECKING]
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if (
@@ -204,7 +219,11 @@ def _code(module: ModuleType) -> str:
 
 
 def code_hash(exp: Experiment) -> str:
-    """SHA-256 of the code of the experiment's module and of the library modules it uses."""
+    """SHA-256 of the producing code of the experiment's module and of the modules it uses.
+
+    Docstrings, comments and the module-level names in ``CHECKING`` (the reduced budget and the
+    agreement checks) are left out.
+    """
     h = hashlib.sha256()
     for module in (importlib.import_module(f"{STUDIES}.{exp.name}"), *exp.uses):
         h.update(module.__name__.encode() + b"\0" + _code(module).encode() + b"\0")
