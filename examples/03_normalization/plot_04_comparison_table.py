@@ -249,8 +249,10 @@ table
 #   explicit path, which materialises the $n \times m$ logits. Rows that do identical work (no
 #   scaling, $1/\sqrt{d_k}$, $1/d_k$) show how large the timing noise is. The benchmark
 #   `benchmarks/bench_scaling.py` measures the same ratios on a larger shape.
-# - **Which one is best depends on the task and the learning rate.** The training section
-#   compares the scale with no scale, each at its own best learning rate, on
+# - **Which one is best depends on the task and the learning rate.** The training section's
+#   [strategy grid](../04_training/plot_03_all_strategies.md) trains every strategy at its own
+#   best learning rate on two opposite tasks and prints where $1/\sqrt{d_k}$ stands; it
+#   compares the scale with no scale on
 #   [three tasks](../04_training/plot_02_where_scaling_matters.md), and its
 #   [logit-growth page](../04_training/plot_04_logit_growth.md) tests QK-LayerNorm as a guard
 #   against logit growth in a small language model.

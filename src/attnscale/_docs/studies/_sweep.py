@@ -241,9 +241,13 @@ def agree(stored: Any, live: Mapping[str, Mapping[str, np.ndarray]]) -> list[Any
     """Checks that a reduced sweep reproduces the same models of the stored full sweep.
 
     For every model of the live run (a part, variant, rate and seed that the full run also
-    trained): the metric, the final test loss and the first-step logit spread within stated
-    bounds; and for every pair of variants at one rate and seed whose stored metrics differ by
-    more than 0.1 (a factor 1.26 in loss), the live metrics order them the same way.
+    trained): the metric and the first-step logit spread within stated bounds; and for every
+    pair of variants at one rate and seed whose stored metrics differ by more than 0.1 (a
+    factor 1.26 in loss), the live metrics order them the same way.
+
+    The final test loss is not compared: a run deep in its loss floor ends somewhere else when
+    the same model is trained in a stack of another size (float summation order, amplified by
+    late training), while the metric, which averages the whole curve, stays put.
     """
     from ..stored import Check, close, same_direction
 
@@ -257,12 +261,6 @@ def agree(stored: Any, live: Mapping[str, Mapping[str, np.ndarray]]) -> list[Any
         sub = np.ix_(ia, ib, ic)
         values = {
             "metric": (metric(full["curve_loss"])[sub], metric(run["curve_loss"]), 0.0, 0.05),
-            "log10 final test loss": (
-                np.log10(np.maximum(full["test_loss"][sub], FLOOR)),
-                np.log10(np.maximum(run["test_loss"], FLOOR)),
-                0.0,
-                0.1,
-            ),
             "logit spread at step 1": (full["logit_std0"][sub], run["logit_std0"], 1e-3, 0.0),
         }
         for (a, label), (b, k), (c, s) in itertools.product(
