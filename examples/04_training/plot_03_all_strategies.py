@@ -153,15 +153,14 @@ for task in TASKS:
         print(f"{task}: {relation} 1/√d_k: {', '.join(who) or 'none'}")
     fixed_ahead = [NAMES[n] for n in FIXED if words[n] == "ahead"]
     print(f"{task}: another fixed multiplier ahead of 1/√d_k: {', '.join(fixed_ahead) or 'none'}")
-others = list(ranked[TASKS[0]])
-verdicts = {n: {ranked[t][n] for t in TASKS} for n in others}
+verdicts = {n: {ranked[t][n] for t in TASKS} for n in ranked[TASKS[0]]}
 print("\nacross both tasks:")
-print("  ahead on both:", ", ".join(NAMES[n] for n in others if verdicts[n] == {"ahead"}) or "none")
-print("  behind on both:", ", ".join(NAMES[n] for n in others if verdicts[n] == {"behind"}) or "none")
-print(
-    "  ahead on one, behind on the other:",
-    ", ".join(NAMES[n] for n in others if {"ahead", "behind"} <= verdicts[n]) or "none",
-)
+for label, rule in (
+    ("ahead on both", lambda v: v == {"ahead"}),
+    ("behind on both", lambda v: v == {"behind"}),
+    ("ahead on one, behind on the other", lambda v: {"ahead", "behind"} <= v),
+):
+    print(f"  {label}: {', '.join(NAMES[n] for n, v in verdicts.items() if rule(v)) or 'none'}")
 
 # %%
 # ## Does the best learning rate transfer across widths?
@@ -176,31 +175,37 @@ print(
 
 # %%
 WIDTHS = sorted(int(p[len("width_d") :]) for p in full.parts if p.startswith("width_d"))
-shift, slopes = {}, {}
-rows = []
-for n in full.budget["width_strategies"]:
-    per_width = []
+SEEDS = len(full.budget["seeds"])
+
+
+def per_width(n: str) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Strategy ``n``'s metric values ``(points, seeds)`` and log10 rates at every width."""
+    out = []
     for d in WIDTHS:
         values, log_lrs, names = intervals.sweep_metric(full.parts[f"width_d{d}"])
-        per_width.append((values[names.index(n)], log_lrs))
-    log_w = np.log10(WIDTHS)
+        out.append((values[names.index(n)], log_lrs))
+    return out
 
-    def slope(idx: np.ndarray, per_width=per_width, log_w=log_w) -> float:
-        rates = [_sweep.best_lr(v[:, idx], x)[0] for v, x in per_width]
-        return float(np.polyfit(log_w, rates, 1)[0])
 
-    seeds = per_width[0][0].shape[-1]
-    point = slope(np.arange(seeds))
-    low, high = intervals.bootstrap(slope, seeds)
-    slopes[n] = (slope, low, high)
-    bests = [intervals.best(v, x) for v, x in per_width]
-    shift[n] = bests
+def slopes(n: str, idx: np.ndarray) -> np.ndarray:
+    """Slope of log10 best rate against log10 width, one per resample of the seeds ``idx``."""
+    rates = np.stack([intervals.best_lr_draws(v, x, idx) for v, x in per_width(n)])
+    return np.polyfit(np.log10(WIDTHS), rates, 1)[0]
+
+
+shift, fitted, drawn, rows = {}, {}, {}, []
+for n in full.budget["width_strategies"]:
+    point = float(slopes(n, np.arange(SEEDS)[None])[0])
+    drawn[n] = slopes(n, intervals.resample(SEEDS))
+    low, high = intervals.percentile_interval(drawn[n])
+    fitted[n] = (point, low, high)
+    shift[n] = [intervals.best(v, x) for v, x in per_width(n)]
     rows.append(
         [
             NAMES[n],
             *(
                 f"{10**b.log_lr:.2g} ({10**b.log_lr_low:.2g} to {10**b.log_lr_high:.2g})"
-                for b in bests
+                for b in shift[n]
             ),
             f"{point:+.2f} ({low:+.2f} to {high:+.2f})",
         ]
@@ -211,27 +216,22 @@ Table(
 )
 
 # %%
-# Which multiplier's best rate moves less: the difference of the slopes' sizes, seed resamples
-# shared, with its interval (negative: $1/\sqrt{d_k}$ moves less).
+# Which multiplier's best rate moves less: the difference of the slopes' sizes on the same seed
+# resamples, with its interval (negative: the first moves less).
 
 # %%
-a, b = (slopes[n][0] for n in full.budget["width_strategies"])
-seeds = len(full.budget["seeds"])
+first, second = full.budget["width_strategies"]
 moves_less = intervals.Gap(
-    abs(a(np.arange(seeds))) - abs(b(np.arange(seeds))),
-    *intervals.bootstrap(lambda idx: abs(a(idx)) - abs(b(idx)), seeds),
+    abs(fitted[first][0]) - abs(fitted[second][0]),
+    *intervals.percentile_interval(np.abs(drawn[first]) - np.abs(drawn[second])),
 )
-first, second = (NAMES[n] for n in full.budget["width_strategies"])
 print(
-    f"|slope of {first}| minus |slope of {second}|: {moves_less.mean:+.2f} "
+    f"|slope of {NAMES[first]}| minus |slope of {NAMES[second]}|: {moves_less.mean:+.2f} "
     f"({moves_less.low:+.2f} to {moves_less.high:+.2f})"
 )
-for n, (_, low, high) in slopes.items():
+for n, (_, low, high) in fitted.items():
     print(f"{NAMES[n]}: best η {'moves with width' if high < 0 or low > 0 else 'stays put'}")
-print(
-    "moves less: "
-    + moves_less.verdict(first, second, "neither (interval includes 0)", smallest=0.0)
-)
+print(f"moves less: {moves_less.verdict(NAMES[first], NAMES[second], 'neither (interval has 0)')}")
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.0), layout="constrained")
