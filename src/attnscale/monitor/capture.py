@@ -70,6 +70,7 @@ class _Lineage:
     product: _Product | None
     factor: float = 1.0  # scalar factors met so far
     cap_input: float | None = None  # the factor at a tanh's input (soft-cap)
+    mask: torch.Tensor | None = None  # positions a mask tensor masked, shaped like the tensor
 
     def times(self, s: float) -> _Lineage:
         return dataclasses.replace(self, factor=self.factor * s)
@@ -91,6 +92,32 @@ def _value(x: Any) -> float:
 
 def _arg(args: Sequence[Any], kwargs: dict[str, Any], i: int, name: str) -> Any:
     return args[i] if len(args) > i else kwargs.get(name)
+
+
+def _negative(x: object) -> bool:
+    """Whether a fill value is negative (a mask's), for a number or a tensor of them."""
+    if isinstance(x, torch.Tensor):
+        return x.is_floating_point() and x.numel() > 0 and bool((x < 0).all())
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x < 0
+
+
+def _rearranged(
+    mask: torch.Tensor, func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], out: Any
+) -> torch.Tensor | None:
+    """The mask rearranged as ``func`` rearranged the scores; None where that fails."""
+    if not isinstance(out, torch.Tensor):
+        return None
+    if func in _KEEPS_MASK:
+        return mask if mask.shape == out.shape else None
+    if func in _SPLIT:
+        return None
+    for m in (mask, mask.contiguous()):  # a broadcast view does not take every view
+        try:
+            moved = func(m, *args[1:], **kwargs)
+        except (RuntimeError, TypeError, ValueError, IndexError):
+            continue
+        return moved if isinstance(moved, torch.Tensor) and moved.shape == out.shape else None
+    return None
 
 
 # functions whose result is its first argument's values, rearranged or cast
@@ -139,18 +166,16 @@ _SPLIT = {_TB.unbind, _TB.split, _TB.chunk, torch.unbind, torch.split, torch.chu
 _MUL = {torch.mul, _TB.mul, _TB.mul_, torch.multiply, _TB.multiply}
 _DIV = {torch.div, _TB.div, _TB.div_, torch.true_divide, _TB.true_divide, torch.divide}
 # a tensor added, subtracted or filled in: a mask or a position bias, the scale is unchanged
-_ADD = {
-    torch.add,
-    _TB.add,
-    _TB.add_,
-    torch.sub,
-    _TB.sub,
-    _TB.sub_,
-    _TB.masked_fill,
-    _TB.masked_fill_,
-    torch.masked_fill,
-    torch.where,
-}
+_PLUS = {torch.add, _TB.add, _TB.add_}
+_MINUS = {torch.sub, _TB.sub, _TB.sub_}
+_FILL = {_TB.masked_fill, _TB.masked_fill_, torch.masked_fill}
+_ADD = _PLUS | _MINUS | _FILL | {torch.where}
+_WHERE_ARGS = ("condition", "input", "other")
+# rearrangements that leave a same-shaped mask as it is (casts and copies)
+_KEEPS_MASK = {
+    getattr(_TB, n)
+    for n in ("to", "float", "half", "bfloat16", "double", "type", "type_as", "clone", "detach")
+} | {_TB.contiguous}
 _TANH = {torch.tanh, _TB.tanh, _TB.tanh_, F.tanh}
 _PRODUCT = {torch.matmul, _TB.matmul, torch.bmm, _TB.bmm, torch.baddbmm, _TB.baddbmm, torch.einsum}
 _SOFTMAX = {torch.softmax, _TB.softmax, F.softmax}
@@ -514,11 +539,17 @@ class Capture(TorchFunctionMode):
                 base = self._lineage_of(first) or _Lineage(None)
                 lin: _Lineage | None = base.times(s if func in _MUL else 1 / s)
             elif func in _ADD:
-                # a mask or a bias added to the scores: follow whichever operand is tracked
+                # a mask or a bias added to the scores: follow whichever operand is tracked,
+                # and record the positions a mask masks
                 if kwargs.get("alpha", 1) != 1:
                     return
-                tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-                lin = next((x for x in map(self._lineage_of, tensors) if x is not None), None)
+                operands = [*args, *kwargs.values()]
+                tracked = [t for t in operands if isinstance(t, torch.Tensor)]
+                lin = next((x for x in map(self._lineage_of, tracked) if x is not None), None)
+                if lin is None or not isinstance(out, torch.Tensor):
+                    return
+                base = next(t for t in tracked if self._lineage_of(t) is lin)
+                lin = self._with_mask(lin, self._mask_of(func, args, kwargs, base), out)
             elif not isinstance(first, torch.Tensor):
                 return
             else:
@@ -527,12 +558,65 @@ class Capture(TorchFunctionMode):
                     if lin.cap_input is not None:
                         return  # a second tanh: not a soft-cap
                     lin = dataclasses.replace(lin, cap_input=lin.factor, factor=1.0)
+                elif lin is not None and lin.mask is not None:
+                    mask = _rearranged(lin.mask, func, args, kwargs, out)
+                    lin = dataclasses.replace(lin, mask=mask)
             if lin is None:
                 return
             outs = out if func in _SPLIT and isinstance(out, (tuple, list)) else (out,)
             for o in outs:
                 if isinstance(o, torch.Tensor) and o.is_floating_point():
                     self._lineage[o] = lin
+
+    def additive_mask(self, t: torch.Tensor) -> torch.Tensor:
+        """Positions an additive tensor masks.
+
+        A tensor of two values, 0 and one negative value (``-inf``, ``finfo.min``, -1e4,
+        Swin's -100), masks where it holds the negative one, whatever its size. Any other
+        tensor is a bias (ALiBi, relative positions), with a mask folded in where it is at or
+        below ``mask_value``.
+        """
+        low = t.amin() if t.numel() else t.new_zeros(())
+        if bool(low < 0) and bool(((t == 0) | (t == low)).all()):
+            return t == low
+        return t <= self.mask_value
+
+    def _mask_of(
+        self,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        base: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """Positions of ``base`` (the tracked scores) that an add, sub, fill or where masks."""
+        if func in _FILL:
+            mask, value = _arg(args, kwargs, 1, "mask"), _arg(args, kwargs, 2, "value")
+            ok = isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+            return mask if ok and _negative(value) else None
+        if func is torch.where:
+            cond, a, b = (_arg(args, kwargs, i, n) for i, n in enumerate(_WHERE_ARGS))
+            if not isinstance(cond, torch.Tensor) or cond.dtype != torch.bool:
+                return None
+            if a is base and _negative(b):
+                return ~cond
+            return cond if b is base and _negative(a) else None
+        other = next(
+            (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
+            None,
+        )
+        if other is None or not other.is_floating_point() or not other.numel():
+            return None
+        return self.additive_mask(other if func in _PLUS else -other)
+
+    @staticmethod
+    def _with_mask(lin: _Lineage, positions: torch.Tensor | None, out: torch.Tensor) -> _Lineage:
+        if positions is None and lin.mask is None:
+            return lin
+        try:
+            masks = [torch.broadcast_to(m, out.shape) for m in (lin.mask, positions) if m is not None]
+        except RuntimeError:  # shapes that do not line up: no mask information
+            return dataclasses.replace(lin, mask=None)
+        return dataclasses.replace(lin, mask=masks[0] if len(masks) == 1 else masks[0] | masks[1])
 
     def _on_product(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
@@ -611,10 +695,14 @@ class Capture(TorchFunctionMode):
             scale, residual = self._fit(x, product)
             source = "fitted"
         xs = self._sample(x, x.dim() - 2).float()
+        mask = None
+        if lin is not None and lin.mask is not None and lin.mask.shape == x.shape:
+            mask = self._sample(lin.mask, x.dim() - 2)
         stats = self._add(
             ("softmax(QK^T)", where),
             path="softmax",
             logits=xs,
+            mask=mask,
             shape=tuple(x.shape),
             dtype=product.out.dtype,
             head_dim=product.head_dim,
@@ -667,6 +755,7 @@ class Capture(TorchFunctionMode):
         *,
         path: str,
         logits: torch.Tensor,
+        mask: torch.Tensor | None = None,
         shape: tuple[int, ...],
         dtype: torch.dtype,
         head_dim: int | None,
@@ -682,6 +771,7 @@ class Capture(TorchFunctionMode):
     ) -> AttentionStats:
         stats = logit_stats(
             logits,
+            mask=mask,
             mask_value=self.mask_value,
             saturation=self.saturation,
             outputs=outputs,
@@ -763,14 +853,15 @@ class Capture(TorchFunctionMode):
             allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device)
             allowed = allowed.tril(diagonal=lk - lq)[rows]
             logits = logits.masked_fill(~allowed, -math.inf)
+        positions = None
         if mask is not None:
             full = torch.broadcast_to(mask, (*q.shape[:-2], lq, lk))  # (..., q_len, k_len)
             full = self._sample(full)[..., rows, :]
-            logits = (
-                logits.masked_fill(~full, -math.inf)
-                if full.dtype == torch.bool
-                else logits + full.float()
-            )
+            if full.dtype == torch.bool:
+                logits = logits.masked_fill(~full, -math.inf)
+            else:
+                positions = torch.broadcast_to(self.additive_mask(full), logits.shape)
+                logits = logits + full.float()
         max_abs_qk = None
         if q.dtype == torch.float16:
             max_abs_qk = float((qs.float() @ ks.float().transpose(-2, -1)).abs().max())
@@ -778,6 +869,7 @@ class Capture(TorchFunctionMode):
             ("sdpa", where),
             path="sdpa",
             logits=logits,
+            mask=positions,
             shape=tuple(q.shape),
             dtype=q.dtype,
             head_dim=head_dim,
@@ -925,6 +1017,7 @@ class Capture(TorchFunctionMode):
         if attn_mask is None and is_causal:
             allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device).tril()[rows]
             logits = logits.masked_fill(~allowed, -math.inf)
+        positions = None
         for mask, shape in ((attn_mask, None), (kpm, (nb, 1, 1, -1))):
             if mask is None:
                 continue
@@ -938,9 +1031,12 @@ class Capture(TorchFunctionMode):
             pad = lk - mk.shape[-1]
             if pad:
                 mk = F.pad(mk, (0, pad), value=False if mk.dtype == torch.bool else 0.0)
-            logits = (
-                logits.masked_fill(mk, -math.inf) if mk.dtype == torch.bool else logits + mk.float()
-            )
+            if mk.dtype == torch.bool:
+                logits = logits.masked_fill(mk, -math.inf)
+            else:
+                logits = logits + mk.float()
+                p = torch.broadcast_to(self.additive_mask(mk), logits.shape)
+                positions = p if positions is None else positions | p
         if lengths is not None:
             dev = logits.device
             lens = torch.tensor(lengths[:nb], device=dev)[:, None]  # (nb, 1)
@@ -953,6 +1049,7 @@ class Capture(TorchFunctionMode):
             ("multihead_attention", where),
             path=path,
             logits=logits,
+            mask=positions,
             shape=(bsz, h, lq, d),
             dtype=dtype,
             head_dim=d,

@@ -22,6 +22,7 @@ GUIDE_PAGES = {
     "large-logits": "plot_02_soft_cap/",
     "entropy-collapse": "plot_04_entropy_collapse/",
     "masked-rows": "plot_08_masking/",
+    "leaky-mask": "plot_08_masking/",
     "non-finite": "plot_03_fp16_overflow/",
     "fp16-overflow-risk": "plot_03_fp16_overflow/",
     "no-attention": "plot_05_checklist/",
@@ -49,8 +50,10 @@ THRESHOLDS: dict[str, float] = {
     "normalized_entropy": 0.2,
     # fp16-overflow-risk: warn when max |q.k| is within this factor of 65504
     "fp16_headroom": 8.0,
-    # logits at or below this are treated as masked (-inf, -1e9, -1e4 style masks)
+    # where no mask tensor is in sight, logits at or below this are treated as masked
     "mask_value": -1e4,
+    # leaky-mask: masked keys still get more than this share of a row's probability
+    "mask_leak": 0.01,
 }
 
 _FP16_MAX = 65504.0
@@ -246,6 +249,19 @@ def diagnose(
                     "queries, whose outputs are unused."
                 )
                 + f" {_link('masked-rows')}",
+            )
+        )
+    if s.mask_leak > th["mask_leak"]:
+        out.append(
+            Finding(
+                "leaky-mask",
+                "warning",
+                where,
+                f"Masked keys still receive up to {100 * s.mask_leak:.3g}% of a row's "
+                f"probability: the mask's value is too small against logits of this size "
+                f"(max |logit| {s.max_abs_logit:.3g}), so the masked positions leak into the "
+                f"output. Mask with -inf or torch.finfo(dtype).min, or with a boolean mask. "
+                f"{_link('leaky-mask')}",
             )
         )
     if s.dtype == "float16" and s.max_abs_qk is not None:

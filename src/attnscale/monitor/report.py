@@ -54,6 +54,11 @@ class AttentionStats:
     batch elements and query rows, filled during backward; see
     [AttentionMonitor][attnscale.AttentionMonitor] for when it stays None.
 
+    Masked entries are those a mask tensor masked (an additive mask of any value, a boolean
+    mask, ``masked_fill`` or ``where``), or, where the monitor saw no mask tensor, logits at or
+    below the ``mask_value`` threshold; ``-inf`` is always masked. ``mask_leak`` is the largest
+    share of a row's probability that masked keys with a finite mask value still receive.
+
     ``nonfinite_logits`` counts NaN and $+\infty$ logits; ``nonfinite_outputs``
     counts query rows with at least one valid key whose attention weights (or
     output, for SDPA) hold a non-finite value. Rows with no valid key are
@@ -92,6 +97,7 @@ class AttentionStats:
     nonfinite_outputs: int
     sampled_rows: int
     logit_grad_norm: float | None = None
+    mask_leak: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""

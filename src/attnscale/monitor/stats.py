@@ -14,6 +14,7 @@ __all__ = ["logit_stats", "tensor_std"]
 def logit_stats(
     logits: torch.Tensor,
     *,
+    mask: torch.Tensor | None = None,
     mask_value: float,
     saturation: float,
     outputs: torch.Tensor | None = None,
@@ -24,8 +25,10 @@ def logit_stats(
     Parameters
     ----------
     logits : torch.Tensor
-        The softmax input of the sampled rows; entries at or below
-        ``mask_value`` (``-inf`` included) count as masked.
+        The softmax input of the sampled rows; ``-inf`` entries count as masked.
+    mask : torch.Tensor, optional
+        Boolean, shaped like ``logits``: the entries a mask tensor masked, whatever value it
+        gave them. Without it, entries at or below ``mask_value`` count as masked.
     mask_value, saturation : float
         The monitor's thresholds of the same names.
     outputs : torch.Tensor, optional
@@ -38,8 +41,9 @@ def logit_stats(
         masked row is.
     """
     x = logits.detach().float()
-    # every entry is exactly one of: valid, masked (<= mask_value, -inf included), NaN or +inf
-    masked = x <= mask_value
+    # every entry is exactly one of: valid, masked (by the mask tensor, or <= mask_value
+    # without one; -inf always), NaN or +inf
+    masked = x <= mask_value if mask is None else (mask | (x == -math.inf)) & (x < math.inf)
     invalid = masked | ~(x < math.inf)  # masked, NaN or +inf
     count = (~invalid).sum(-1, dtype=torch.float32)  # (..., rows)
     x0 = x.masked_fill(invalid, 0.0)
@@ -68,6 +72,14 @@ def logit_stats(
     else:
         min_head = frac.sum() / n_live.clamp_min(1)
     empty = count == 0  # (..., rows): no valid key at all
+    # the probability that masked keys with a finite value still get, in rows with a valid key
+    leaky = masked & torch.isfinite(x)
+    leak = zero
+    if bool(leaky.any()):
+        xf = x.masked_fill(~torch.isfinite(x), -math.inf)
+        lse_all = torch.logsumexp(xf, dim=-1)
+        lse_masked = torch.logsumexp(xf.masked_fill(~leaky, -math.inf), dim=-1)
+        leak = torch.where(empty, zero, (lse_masked - lse_all).exp().nan_to_num(0.0)).max()
     # a row's output is bad when it has a non-finite value; without the model's own
     # output, the softmax of the logits stands in for it
     out = torch.softmax(x, dim=-1) if outputs is None else outputs.detach()
@@ -89,12 +101,13 @@ def logit_stats(
             empty.sum().to(x.dtype),
             (empty & bad_out).sum().to(x.dtype),
             (~empty & bad_out).sum().to(x.dtype),
+            leak,
         ]
     ).tolist()
     (tot, xsum, sq, max_abs, ent_sum, frac_sum, min_head_f, pmax_sum, sat, masked, n_rows) = (
         scalars[:11]
     )
-    n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[11:])
+    n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[11:14])
     nonfinite = x.numel() - int(tot) - int(masked)
     if tot > 0:
         logit_mean, logit_std = xsum / tot, math.sqrt(sq / tot)
@@ -117,6 +130,7 @@ def logit_stats(
         "max_probability": pmax_sum / n_rows if n_rows else nan,
         "saturated_fraction": sat / n_rows if n_rows else 0.0,
         "masked_fraction": masked / max(x.numel(), 1),
+        "mask_leak": scalars[14],
         "masked_rows": n_empty,
         "masked_rows_nonfinite": n_empty_bad,
         "first_masked_row": first,
