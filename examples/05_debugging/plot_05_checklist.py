@@ -33,8 +33,10 @@ linked to the page that demonstrates it.
 # 7. **Anything measured at all?** `no-attention` is a warning: the report cannot vouch for
 #    attention it never saw: a custom kernel, FlexAttention
 #    ([the scale in real code](plot_07_knobs_in_real_code.md)), or the wrong model passed to
-#    the monitor. The [real-architectures page](plot_06_real_architectures.md) shows what a
-#    full report looks like on each `transformers` family the test suite builds.
+#    the monitor. `compiled` is a warning too: a `torch.compile`d module ran and nothing was
+#    measured inside it; run the uncompiled module for the monitored steps. The
+#    [real-architectures page](plot_06_real_architectures.md) shows what a full report looks
+#    like on each `transformers` family the test suite builds.
 #
 # A `scale-mismatch` is a warning even when the logits are small. It becomes an error when the
 # scale is too large and the within-row logit std already exceeds `max_logit_std` (printed

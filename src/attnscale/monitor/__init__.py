@@ -21,7 +21,7 @@ from torch import nn
 
 from .. import _checks
 from .capture import Capture
-from .diagnosis import GUIDE_PAGES, THRESHOLDS, diagnose, no_attention
+from .diagnosis import GUIDE_PAGES, THRESHOLDS, compiled, diagnose, no_attention
 from .report import (
     GUIDE_URL,
     SEVERITY_RANK,
@@ -228,6 +228,9 @@ class AttentionMonitor:
                     f"See {GUIDE_URL}{GUIDE_PAGES['monitor-error']}",
                 )
             )
+        for where, calls in capture.compiled.items():
+            if not any(r.where == where or r.where.startswith(f"{where}.") for r in records):
+                findings.append(compiled(where, calls))  # nothing was seen inside it
         if not records:
             findings.append(no_attention(capture.unmatched_softmax))
         findings.sort(key=lambda f: -SEVERITY_RANK[f.severity])

@@ -16,6 +16,9 @@ Per path:
   an active mode does not switch their fused fast paths off (outputs stay
   bitwise identical). The statistics are recomputed from the module's weights
   and inputs after the call.
+- ``torch.compile``: dynamo traces the monitor's hooks and mode as no-ops, so
+  compiled code runs as without the monitor; it cannot be seen into, and each
+  call into a compiled module is counted so that the report says so.
 - Hand-written attention: every product of two activations (``@``,
   ``matmul``, ``bmm``, ``baddbmm``, two-operand ``einsum``) starts a
   lineage, which follows the product through views, casts, scalar factors,
@@ -35,6 +38,7 @@ import contextlib
 import dataclasses
 import inspect
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -102,7 +106,11 @@ def _negative(x: object) -> bool:
 
 
 def _rearranged(
-    mask: torch.Tensor, func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], out: Any
+    mask: torch.Tensor,
+    func: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    out: Any,
 ) -> torch.Tensor | None:
     """The mask rearranged as ``func`` rearranged the scores; None where that fails."""
     if not isinstance(out, torch.Tensor):
@@ -247,6 +255,8 @@ def _set_stack(modes: list[Any]) -> None:
         torch._C._push_on_torch_function_stack(m)
 
 
+_COMPILE_HOOK_WARNING = r"Using `torch.compile\(module\)` when there are global hooks"
+
 # modules whose forward checks for an active mode to decide on a fused fast path
 _FAST_PATH_MODULES = (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerEncoder)
 
@@ -265,11 +275,17 @@ class _Registry:
         self.suspended: tuple[nn.Module, list[Any]] | None = None
         self.mha_calls: collections.Counter[int] = collections.Counter()
         self.mha_calls_before: dict[int, int] = {}  # per running encoder layer
+        self.warning_filter: Any = None
 
     def add(self, capture: Capture) -> None:
         if not self.captures:
             from torch.nn.modules import module as module_mod
 
+            if not module_mod._has_any_global_hook():
+                # torch.compile's wrapper warns about global hooks at every call; these are
+                # the monitor's, so the user's code would not have warned
+                warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING)
+                self.warning_filter = warnings.filters[0]
             self.handles = [
                 module_mod.register_module_forward_pre_hook(self.pre_hook),
                 module_mod.register_module_forward_hook(
@@ -282,15 +298,26 @@ class _Registry:
         if capture in self.captures:
             self.captures.remove(capture)
         if not self.captures:
+            from torch.nn.modules import module as module_mod
+
             for h in self.handles:
                 h.remove()
+                # torch's handle forgets the with_kwargs flag, which alone keeps
+                # _has_any_global_hook() true (and torch.compile warning) after removal
+                module_mod._global_forward_hooks_with_kwargs.pop(h.id, None)
             self.handles = []
+            if self.warning_filter in warnings.filters:
+                warnings.filters.remove(self.warning_filter)
+                warnings._filters_mutated()  # type: ignore[attr-defined]
+            self.warning_filter = None
             self.stack.clear()
             self.mha_calls.clear()
             self.mha_calls_before.clear()
             self.suspended = None
 
     def pre_hook(self, module: nn.Module, args: object) -> None:
+        if torch.compiler.is_compiling():  # traced into a compiled graph: leave no trace
+            return
         if module in self.stack:
             # a module does not run inside itself: it is left over from a call that a
             # BaseException (e.g. KeyboardInterrupt) ended, which torch's always-called hooks
@@ -299,6 +326,9 @@ class _Registry:
         if not self.stack:
             for c in self.captures:
                 c.ordinals.clear()
+        if isinstance(getattr(module, "_orig_mod", None), nn.Module):  # torch.compile's wrapper
+            for c in self.captures:
+                c.on_compiled(module)
         self.stack.append(module)
         if isinstance(module, nn.MultiheadAttention):
             self.mha_calls[id(module)] += 1
@@ -314,6 +344,8 @@ class _Registry:
     def post_hook(self, module: nn.Module, args: Any, *rest: Any) -> None:
         # (kwargs, output) normally; only (output,) when forward raised, since torch
         # calls always-called hooks without kwargs then
+        if torch.compiler.is_compiling():
+            return
         kwargs, output = rest if len(rest) == 2 else ({}, None)
         if self.stack and self.stack[-1] is module:
             self.stack.pop()
@@ -374,6 +406,7 @@ class Capture(TorchFunctionMode):
         self.errors: list[tuple[str, str]] = []
         self.ordinals: collections.Counter[tuple[str, str]] = collections.Counter()
         self.unmatched_softmax = 0
+        self.compiled: collections.Counter[str] = collections.Counter()  # calls per site
         self.active = False
         self._lineage: WeakIdKeyDictionary = WeakIdKeyDictionary()
         self._recent: collections.deque[_Product] = collections.deque(maxlen=4)
@@ -412,6 +445,21 @@ class Capture(TorchFunctionMode):
         if not stack:
             return "<top level>"
         return ".".join(type(m).__name__ for m in stack)
+
+    def on_compiled(self, module: nn.Module) -> None:
+        """Count a call into a ``torch.compile``d module: its inside runs unseen."""
+        if not self.active:
+            return
+        inner = module._orig_mod
+        where = self.names.get(id(module)) or self.names.get(id(inner))
+        if where is not None:  # what a graph run eagerly (backend="eager") calls is its site's
+            self.names.setdefault(id(module), where)
+        if where is None and self.names:  # a compiled model that holds a monitored one
+            ids = {id(m) for m in inner.modules()}
+            if not any(id(m) in ids for m in self.models):
+                return
+            where = type(inner).__name__
+        self.compiled[where or type(inner).__name__] += 1
 
     def _site(self, kind: str, where: str) -> AttentionRecord:
         ordinal = 0
@@ -455,7 +503,7 @@ class Capture(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if not self.active:
+        if not self.active or torch.compiler.is_compiling():
             return out
         try:
             kind = _KIND.get(func)
@@ -613,7 +661,9 @@ class Capture(TorchFunctionMode):
         if positions is None and lin.mask is None:
             return lin
         try:
-            masks = [torch.broadcast_to(m, out.shape) for m in (lin.mask, positions) if m is not None]
+            masks = [
+                torch.broadcast_to(m, out.shape) for m in (lin.mask, positions) if m is not None
+            ]
         except RuntimeError:  # shapes that do not line up: no mask information
             return dataclasses.replace(lin, mask=None)
         return dataclasses.replace(lin, mask=masks[0] if len(masks) == 1 else masks[0] | masks[1])

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 
 from .report import GUIDE_URL, AttentionStats, Finding, Severity
 
-__all__ = ["GUIDE_PAGES", "THRESHOLDS", "diagnose", "no_attention"]
+__all__ = ["GUIDE_PAGES", "THRESHOLDS", "compiled", "diagnose", "no_attention"]
 
 GUIDE_PAGES = {
     "scale-mismatch": "plot_01_scale_bugs/",
@@ -26,6 +26,7 @@ GUIDE_PAGES = {
     "non-finite": "plot_03_fp16_overflow/",
     "fp16-overflow-risk": "plot_03_fp16_overflow/",
     "no-attention": "plot_05_checklist/",
+    "compiled": "plot_05_checklist/",
     "monitor-error": "plot_05_checklist/",
 }
 
@@ -335,8 +336,8 @@ def no_attention(unmatched_softmax: int) -> Finding:
             "nn.TransformerEncoderLayer nor a softmax over a q·kᵀ product ran inside the "
             "with-block for the monitored model. Check that the model ran inside the block, "
             "and that the model given to the monitor is the one that ran; or the attention "
-            "ran in a kernel the monitor cannot see into (FlexAttention's flex_attention, "
-            "FlashAttention, xformers)."
+            "ran where the monitor cannot see: compiled code (torch.compile), or a kernel "
+            "(FlexAttention's flex_attention, FlashAttention, xformers)."
         )
     return Finding(
         "no-attention",
@@ -344,4 +345,18 @@ def no_attention(unmatched_softmax: int) -> Finding:
         "-",
         f"No attention was measured, so this report cannot vouch for anything. {why} "
         f"{_link('no-attention')}",
+    )
+
+
+def compiled(where: str, calls: int) -> Finding:
+    """The finding for a ``torch.compile``d module that ran inside the monitored block."""
+    return Finding(
+        "compiled",
+        "warning",
+        where,
+        f"{calls} call(s) ran compiled (torch.compile), and no attention was measured "
+        f"inside: the model ran unchanged, but the monitor cannot see into compiled kernels "
+        f"(the default inductor backend). To measure it, run the uncompiled module inside the block (for "
+        f"cm = torch.compile(model), run model, or cm._orig_mod) for a step or two, then "
+        f"train compiled. {_link('compiled')}",
     )
