@@ -1087,6 +1087,7 @@ class Capture(TorchFunctionMode):
                 logits = logits + mk.float()
                 p = torch.broadcast_to(self.additive_mask(mk), logits.shape)
                 positions = p if positions is None else positions | p
+        outputs = None
         if lengths is not None:
             dev = logits.device
             lens = torch.tensor(lengths[:nb], device=dev)[:, None]  # (nb, 1)
@@ -1094,6 +1095,9 @@ class Capture(TorchFunctionMode):
             logits = logits.masked_fill(~keep[:, None, None, :], -math.inf)
             q_keep = rows[None, :] < lens  # (nb, rows)
             logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
+            # the nested tensor has no padding rows: the padded output the layer returns is 0
+            weights = torch.softmax(logits, dim=-1)
+            outputs = weights.masked_fill(~q_keep[:, None, :, None], 0.0)
         dtype = a["query"].dtype
         stats = self._add(
             ("multihead_attention", where),
@@ -1108,6 +1112,7 @@ class Capture(TorchFunctionMode):
             source="multihead_attention",
             q=q,
             k=k,
+            outputs=outputs,
             max_abs_qk=float(qk.abs().max()) if dtype == torch.float16 else None,
         )
         out = output[0] if isinstance(output, tuple) else None
