@@ -92,6 +92,12 @@ def _randn(*shapes: tuple[int, ...]) -> Callable[[torch.Generator], tuple[Tensor
     return make
 
 
+def _call(layer: nn.Module, x: Tensor) -> Tensor:
+    """``layer(x)``, typed: ``nn.Module.__call__`` is typed as returning Any."""
+    out: Tensor = layer(x)
+    return out
+
+
 def _split(x: Tensor, heads: int) -> Tensor:
     """(batch, tokens, heads * head_dim) -> (batch, heads, tokens, head_dim)."""
     b, n, _ = x.shape
@@ -173,7 +179,7 @@ class _OPT(_Attention):
         # before the fix no scaling reached the kernel, so sdpa added its default
         scale = 1.0 if self.fixed else None
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
-        return self.o_proj(_merge(out))
+        return _call(self.o_proj, _merge(out))
 
 
 class _GPT2(_Seeded):
@@ -194,9 +200,9 @@ class _GPT2(_Seeded):
 
     def forward(self, x: Tensor) -> Tensor:
         q, k, v = (_split(t, self.heads) for t in self.c_attn(x).split(x.shape[-1], dim=2))
-        kwargs = {"scale": self.scaling} if self.fixed else {}
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, **kwargs)
-        return self.c_proj(_merge(out))
+        scale = self.scaling if self.fixed else None  # before the fix: no scale passed
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+        return _call(self.c_proj, _merge(out))
 
 
 class _Gemma2(_Attention):
@@ -213,7 +219,7 @@ class _Gemma2(_Attention):
         w = torch.tanh(w / self.softcap) * self.softcap
         w = w + _additive_causal(x.shape[1], torch.finfo(w.dtype).min)
         p = F.softmax(w, dim=-1, dtype=torch.float32).to(q.dtype)
-        return self.o_proj(_merge(p @ v))
+        return _call(self.o_proj, _merge(p @ v))
 
 
 class _LlamaCppGemma2(_Attention):
@@ -230,7 +236,7 @@ class _LlamaCppGemma2(_Attention):
         kq = q @ k.transpose(-2, -1)
         kq = torch.tanh(kq * (1.0 / 50.0)) * 50.0
         kq = kq * 1.0 + _additive_causal(x.shape[1], -math.inf)  # soft_max_ext: scale 1, mask
-        return self.o_proj(_merge(torch.softmax(kq, dim=-1) @ v))
+        return _call(self.o_proj, _merge(torch.softmax(kq, dim=-1) @ v))
 
 
 class _PLaMo2(_Attention):
@@ -246,7 +252,7 @@ class _PLaMo2(_Attention):
         q, k, v = self.qkv(x)
         q, k = self.q_norm(q), self.k_norm(k)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.kq_scale)
-        return self.o_proj(_merge(out))
+        return _call(self.o_proj, _merge(out))
 
 
 class _XTransformers(_Attention):
@@ -262,16 +268,24 @@ class _XTransformers(_Attention):
         default_scale = q.shape[-1] ** -0.5  # what sdpa applies by itself
         ratio = self.scale / default_scale if self.fixed else default_scale / self.scale
         out = F.scaled_dot_product_attention(q * ratio, k, v, is_causal=True)
-        return self.o_proj(_merge(out))
+        return _call(self.o_proj, _merge(out))
+
+
+_MAXTEXT_MASK_VALUE = -0.7 * torch.finfo(torch.float32).max  # MaxText's DEFAULT_MASK_VALUE
 
 
 class _MaxTextMLA(_Seeded):
-    """MaxText's MLA layer: the query is pre-scaled, the (splash) kernel applies no scale."""
+    """MaxText's MLA layer: the query is pre-scaled and the attention kernel applies no scale.
 
-    def __init__(
-        self, fixed: bool, dim: int = 64, heads: int = 4, nope: int = 24, rope: int = 8
-    ) -> None:
+    ``kernel="splash"`` is the TPU flash kernel (modelled by sdpa with ``scale=1.0``);
+    ``kernel="dot_product"`` is AttentionOp.apply_attention_dot, which normalises by
+    hand: exp(s - rowmax), the weighted values, then a division by the row sum.
+    """
+
+    def __init__(self, fixed: bool, kernel: str = "splash", dim: int = 64, heads: int = 4) -> None:
         super().__init__(fixed)
+        self.kernel = kernel
+        nope, rope = 24, 8
         self.heads, self.nope, self.rope, self.rank, self.v_dim = heads, nope, rope, 32, 16
         self.wq = nn.Linear(dim, heads * (nope + rope), bias=False)
         self.wkv_a = nn.Linear(dim, self.rank + rope, bias=False)
@@ -289,9 +303,23 @@ class _MaxTextMLA(_Seeded):
         kv = self.wkv_b(self.kv_norm(c_kv)).view(b, n, h, self.nope + self.v_dim)
         k_nope, v = kv.split([self.nope, self.v_dim], dim=-1)
         k = torch.cat([k_nope, k_pe.unsqueeze(2).expand(b, n, h, self.rope)], dim=-1)
+        if self.kernel == "dot_product":
+            return _call(self.out, self.dot_product(q, k, v).reshape(b, n, h * self.v_dim))
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=1.0)
-        return self.out(_merge(out))
+        return _call(self.out, _merge(out))
+
+    @staticmethod
+    def dot_product(q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        """apply_attention_dot + compute_local_attention + normalize_attention, one chunk."""
+        attn_weights = torch.einsum("bthd,bshd->bhts", q, k)  # qk_product: no scale
+        n = q.shape[1]
+        attn_weights = torch.where(_future(n), _MAXTEXT_MASK_VALUE, attn_weights)
+        local_max = attn_weights.amax(dim=-1, keepdim=True)
+        local_exps = torch.exp(attn_weights - local_max)
+        local_sum = local_exps.sum(dim=-1, keepdim=True)
+        local_out = torch.einsum("bhts,bshd->bthd", local_exps, v)  # wv_product
+        return local_out / local_sum.permute(0, 2, 1, 3)
 
 
 def _prefill(q: Tensor, k: Tensor, v: Tensor, sm_scale: float = 1.0) -> Tensor:
@@ -312,7 +340,7 @@ class _MLCFallback(_Attention):
             out = _prefill(q, k, v, sm_scale=self.head_dim**-0.5)
         else:
             out = _prefill(q, k, v)  # relied on the kernel's default sm_scale
-        return self.o_proj(_merge(out))
+        return _call(self.o_proj, _merge(out))
 
 
 class _AbsorbedMLA(_Seeded):
@@ -335,7 +363,7 @@ class _AbsorbedMLA(_Seeded):
     def forward(self, x: Tensor) -> Tensor:
         b, n, _ = x.shape
         h, width = self.heads, self.rank + self.rope
-        q_nope, q_pe = _split(self.wq(x), h).split([self.nope, self.rope], dim=-1)
+        q_nope, q_pe = torch.split(_split(self.wq(x), h), [self.nope, self.rope], dim=-1)
         c_kv, k_pe = self.wkv_a(x).split([self.rank, self.rope], dim=-1)
         c_kv = self.kv_norm(c_kv)
         q = torch.cat([torch.einsum("bhnd,hdl->bhnl", q_nope, self.wk_b), q_pe], dim=-1)
@@ -343,7 +371,7 @@ class _AbsorbedMLA(_Seeded):
         v = c_kv.unsqueeze(1).expand(b, h, n, self.rank)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scale)
         out = torch.einsum("bhnl,hlv->bnhv", out, self.wv_b).reshape(b, n, h * self.v_dim)
-        return self.out(out)
+        return _call(self.out, out)
 
 
 class _UltralyticsAttention(_Seeded):
@@ -361,9 +389,11 @@ class _UltralyticsAttention(_Seeded):
         self.qkv = nn.Conv2d(dim, dim + 2 * self.key_dim, 1)  # Conv + BatchNorm, folded
         self.proj = nn.Conv2d(dim, dim, 1)
         self.pe = nn.Conv2d(dim, dim, 3, padding=1, groups=dim)
+        bias = self.qkv.bias
+        assert bias is not None
         with torch.no_grad():
             self.qkv.weight[: 2 * self.key_dim].mul_(0.01)
-            self.qkv.bias[: 2 * self.key_dim] = 24.0
+            bias[: 2 * self.key_dim] = 24.0
         self.half()
 
     def forward(self, x: Tensor) -> Tensor:
@@ -376,7 +406,7 @@ class _UltralyticsAttention(_Seeded):
             attn = (q.transpose(-2, -1) @ k) * self.scale
         attn = attn.softmax(dim=-1)
         x = (v @ attn.transpose(-2, -1)).view(b, c, hh, ww) + self.pe(v.reshape(b, c, hh, ww))
-        return self.proj(x)
+        return _call(self.proj, x)
 
 
 def _half_images(g: torch.Generator) -> tuple[Tensor, ...]:
@@ -397,7 +427,7 @@ class _ViTPytorch(_Seeded):
         q, k, v = (_split(t, self.heads) for t in self.to_qkv(x).chunk(3, dim=-1))
         dots = torch.einsum("bhid,bhjd->bhij", q, k) * self.scale
         attn = dots.softmax(dim=-1)
-        return self.to_out(_merge(torch.einsum("bhij,bhjd->bhid", attn, v)))
+        return _call(self.to_out, _merge(torch.einsum("bhij,bhjd->bhid", attn, v)))
 
 
 class _PerceiverIO(_Seeded):
@@ -417,7 +447,7 @@ class _PerceiverIO(_Seeded):
         q = _split(self.q(inputs_q), self.heads)
         qk = q @ k.transpose(-2, -1)
         attention = qk * self.scale if self.fixed else qk / self.scale
-        return self.o(_merge(attention.softmax(dim=-1) @ v))
+        return _call(self.o, _merge(attention.softmax(dim=-1) @ v))
 
 
 class _TutorialViT(_Seeded):
@@ -442,7 +472,7 @@ class _TutorialViT(_Seeded):
         else:
             att = F.softmax(energy, dim=-1) / scaling
         out = torch.einsum("bhal, bhlv -> bhav ", att, values)
-        return self.projection(_merge(out))
+        return _call(self.projection, _merge(out))
 
 
 class _Cntkx(_Seeded):
@@ -453,7 +483,7 @@ class _Cntkx(_Seeded):
         self.query, self.key, self.value = (nn.Linear(dim, d) for _ in range(3))
 
     def forward(self, x: Tensor) -> Tensor:
-        q, k, v = self.query(x), self.key(x), self.value(x)
+        q, k, v = _call(self.query, x), _call(self.key, x), _call(self.value, x)
         dk = torch.ones_like(q).sum(dim=-1, keepdim=True)  # C.reduce_sum(C.ones_like(query))
         scaled = q @ k.transpose(-2, -1) / (dk.sqrt() if self.fixed else dk)
         return torch.softmax(scaled, dim=-1) @ v
@@ -471,7 +501,7 @@ class _TTNNCLIP(_Attention):
         size = self.q_proj.weight.shape[0] // self.heads if self.fixed else self.heads
         scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(size))
         scores = scores + _additive_causal(x.shape[1], -math.inf)
-        return self.o_proj(_merge(torch.softmax(scores, dim=-1) @ v))
+        return _call(self.o_proj, _merge(torch.softmax(scores, dim=-1) @ v))
 
 
 class _Head(nn.Module):
@@ -492,20 +522,22 @@ class _Head(nn.Module):
         wei = q @ k.transpose(-2, -1) * scale
         tril: Tensor = self.tril  # type: ignore[assignment]
         wei = wei.masked_fill(tril[:t, :t] == 0, float("-inf"))
-        return F.softmax(wei, dim=-1) @ self.value(x)
+        return F.softmax(wei, dim=-1) @ _call(self.value, x)
 
 
 class _LectureGPT(_Seeded):
     """The multi-head attention of Karpathy's 'Let's build GPT' lecture: a list of heads."""
 
-    def __init__(self, fixed: bool, n_embd: int = 64, n_head: int = 4, block_size: int = 16):
+    def __init__(
+        self, fixed: bool, n_embd: int = 64, n_head: int = 4, block_size: int = 16
+    ) -> None:
         super().__init__(fixed)
         size = n_embd // n_head
         self.heads = nn.ModuleList(_Head(fixed, n_embd, size, block_size) for _ in range(n_head))
         self.proj = nn.Linear(n_embd, n_embd)
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.proj(torch.cat([h(x) for h in self.heads], dim=-1))
+        return _call(self.proj, torch.cat([h(x) for h in self.heads], dim=-1))
 
 
 # ---------------------------------------------------------------------------
@@ -523,7 +555,7 @@ class _SDPAMath(_Attention):
         q, k, v = self.qkv(x)
         scaling_factor = math.sqrt(1.0 / math.sqrt(q.shape[-1]))  # calculate_scale(...).sqrt()
         attn = (q * scaling_factor) @ (k.transpose(-2, -1) * scaling_factor)
-        return self.o_proj(_merge(torch.softmax(attn, dim=-1) @ v))
+        return _call(self.o_proj, _merge(torch.softmax(attn, dim=-1) @ v))
 
 
 class _DiffusersAttentionBlock(_Seeded):
@@ -548,7 +580,7 @@ class _DiffusersAttentionBlock(_Seeded):
         scale = 1 / math.sqrt(math.sqrt(self.channels / self.num_heads))
         scores = torch.matmul(q * scale, k.transpose(-1, -2) * scale)
         probs = torch.softmax(scores.float(), dim=-1).type(scores.dtype)
-        out = self.proj_attn(_merge(probs @ v))
+        out = _call(self.proj_attn, _merge(probs @ v))
         return out.transpose(-1, -2).reshape(b, c, h, w) + residual
 
 
@@ -575,13 +607,15 @@ class _T5(_Attention):
         scores = torch.matmul(q, k.transpose(3, 2))
         scores = scores + position_bias.permute(2, 0, 1).unsqueeze(0)
         weights = F.softmax(scores.float(), dim=-1).type_as(scores)
-        return self.o_proj(_merge(weights @ v))
+        return _call(self.o_proj, _merge(weights @ v))
 
 
 class _Megatron(_Seeded):
     """Megatron-LM's CoreAttention with apply_query_key_layer_scaling, torch softmax path."""
 
-    def __init__(self, fixed: bool, hidden: int = 64, heads: int = 4, layer_number: int = 4):
+    def __init__(
+        self, fixed: bool, hidden: int = 64, heads: int = 4, layer_number: int = 4
+    ) -> None:
         super().__init__(fixed)
         self.np, self.hn = heads, hidden // heads
         self.query_key_value = nn.Linear(hidden, 3 * hidden)
@@ -607,7 +641,7 @@ class _Megatron(_Seeded):
         x = x.masked_fill(_future(sq), -10000.0)
         probs = nn.Softmax(dim=-1)(x)
         ctx = probs @ v.permute(1, 2, 0, 3)  # [b, np, sq, hn]
-        return self.dense(ctx.permute(2, 0, 1, 3).reshape(sq, b, self.np * self.hn))
+        return _call(self.dense, ctx.permute(2, 0, 1, 3).reshape(sq, b, self.np * self.hn))
 
 
 class _Gemma3n(_Attention):
@@ -624,7 +658,7 @@ class _Gemma3n(_Attention):
         q, k, v = self.qkv(x)
         q, k, v = self.q_norm(q), self.k_norm(k), self.v_norm(v)
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=self.scaling)
-        return self.o_proj(_merge(out))
+        return _call(self.o_proj, _merge(out))
 
 
 class _T2T(_Attention):
@@ -638,19 +672,23 @@ class _T2T(_Attention):
         q = q * self.head_dim**-0.5  # q *= key_depth_per_head**-0.5
         logits = torch.matmul(q, k.transpose(-2, -1))  # dot_product_attention: no scale
         logits = logits + _additive_causal(x.shape[1], -1e9)
-        return self.o_proj(_merge(torch.softmax(logits, dim=-1) @ v))
+        return _call(self.o_proj, _merge(torch.softmax(logits, dim=-1) @ v))
 
 
 class _GRPOZeroQwen2(_Attention):
-    """GRPO-Zero's Qwen2 attention: no explicit scaling, sdpa's default does it."""
+    """GRPO-Zero's Qwen2 attention (training mode): no scaling anywhere, sdpa's default."""
 
     def __init__(self, fixed: bool) -> None:
         super().__init__(fixed, 64, 4, kv_heads=2, bias=True)
 
     def forward(self, x: Tensor) -> Tensor:
-        q, k, v = self.qkv(x)
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        return self.o_proj(_merge(out))
+        q = _split(self.q_proj(x), self.heads)
+        k = _split(self.k_proj(x), self.kv_heads)
+        v = _split(self.v_proj(x), self.kv_heads)
+        out = F.scaled_dot_product_attention(
+            query=q, key=k, value=v, is_causal=True, enable_gqa=True
+        )
+        return _call(self.o_proj, _merge(out))
 
 
 # ---------------------------------------------------------------------------
@@ -752,6 +790,19 @@ CASES: list[Case] = [
         "kernel that applies no scale.",
         fix="Multiply: q * softmax_scale, as DeepSeek multiplies the scores.",
         build=_MaxTextMLA,
+        inputs=_randn((16, 64)),
+    ),
+    Case(
+        name="maxtext_mla_inverted_dot_product_kernel",
+        title="MaxText MLA, dot_product kernel: the same inverted softmax_scale",
+        project="AI-Hypercomputer/maxtext",
+        thread="https://github.com/AI-Hypercomputer/maxtext/issues/1370",
+        kind="bug",
+        what="The same q / softmax_scale as above, on the attention kernel MaxText picks for "
+        "short sequences and decoding: unscaled q·kᵀ, then exp(s - rowmax) and a division "
+        "by the row sum written out, with no softmax call.",
+        fix="Multiply: q * softmax_scale.",
+        build=lambda fixed: _MaxTextMLA(fixed, kernel="dot_product"),
         inputs=_randn((16, 64)),
     ),
     Case(

@@ -6,9 +6,12 @@ Wrap a forward pass (or a few training steps) in an
 what was measured and what looks wrong, why it matters and how to fix it.
 
 The package has one module per job: ``report`` (the report types),
-``stats`` (the statistics of one call), ``capture`` (the interception and
-the per-path adapters; its docstring says what is captured and how) and
-``diagnosis`` (findings as a pure function of statistics and thresholds).
+``stats`` (the statistics of one call), ``capture`` (the interception: the
+table from torch function to handler; its docstring says what is captured and
+how), ``lineage`` (how a tensor on its way to a softmax derives from q·kᵀ),
+``adapters`` (SDPA, ``nn.MultiheadAttention`` and the fused encoder layer),
+``hooks`` (the global module hooks and the module stack) and ``diagnosis``
+(findings as a pure function of statistics and thresholds).
 """
 
 from __future__ import annotations

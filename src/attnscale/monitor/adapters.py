@@ -1,0 +1,333 @@
+"""Per-path adapters: attention computed inside a torch kernel, recomputed on sampled rows.
+
+- ``F.scaled_dot_product_attention``: q, k and the mask are read at the call.
+- ``nn.MultiheadAttention`` (every path, the fused fast paths included) and the fused
+  ``nn.TransformerEncoderLayer``: the statistics are recomputed from the module's weights and
+  inputs after the call, since the fast paths run without any torch function the monitor
+  could intercept.
+
+Each adapter builds the logits of the sampled rows (masks applied as the kernel applies them),
+records them with [Capture.record][], and, where the logits never exist in the autograd graph,
+watches the gradient at the output and pulls it back through the softmax.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .lineage import value
+
+if TYPE_CHECKING:
+    from .capture import Capture
+
+__all__ = ["fused_encoder_arguments", "mha_arguments", "on_mha", "on_sdpa", "softmax_backward"]
+
+
+def _sdpa_signature(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> None:
+    """Signature of ``F.scaled_dot_product_attention``, used to bind its arguments."""
+
+
+_SDPA_SIG = inspect.signature(_sdpa_signature)
+_MHA_SIG = inspect.signature(nn.MultiheadAttention.forward)
+_ENCODER_SIG = inspect.signature(nn.TransformerEncoderLayer.forward)
+
+
+def softmax_backward(logits: torch.Tensor, dp: torch.Tensor) -> torch.Tensor:
+    """dS = P * (dP - rowsum(dP * P)) for P = softmax(S): the gradient at the logits."""
+    p = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # (..., rows, k_len)
+    return p * (dp - (dp * p).sum(-1, keepdim=True))
+
+
+def _repeat_heads(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
+    """Grouped-query attention: repeat k's (or v's) heads to q's count."""
+    if t.dim() >= 3 and like.dim() >= 3 and t.shape[-3] != like.shape[-3]:
+        return t.repeat_interleave(like.shape[-3] // t.shape[-3], dim=-3)
+    return t
+
+
+# -- F.scaled_dot_product_attention ----------------------------------------------------------
+
+
+def on_sdpa(
+    capture: Capture, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> None:
+    b = _SDPA_SIG.bind(*args, **kwargs).arguments
+    q, k = b["query"], b["key"]
+    scale = b.get("scale")
+    head_dim = int(q.shape[-1])
+    c = 1 / math.sqrt(head_dim) if scale is None else value(scale)
+    qs = capture.sample(q, rows_dim=q.dim() - 2)
+    ks = _repeat_heads(capture.sample(k), qs)
+    logits = (qs.float() @ ks.float().transpose(-2, -1)) * c  # (..., rows, k_len)
+    logits, positions = _sdpa_masks(capture, b, logits, q.shape[:-2], q.shape[-2], k.shape[-2])
+    max_abs_qk = None
+    if q.dtype == torch.float16:
+        max_abs_qk = float((qs.float() @ ks.float().transpose(-2, -1)).abs().max())
+    stats = capture.record(
+        ("sdpa", where),
+        path="sdpa",
+        logits=logits,
+        mask=positions,
+        shape=tuple(q.shape),
+        dtype=q.dtype,
+        head_dim=head_dim,
+        num_heads=int(q.shape[-3]) if q.dim() >= 4 else None,
+        scale=c * capture.lineages.prescale(q) * capture.lineages.prescale(k),
+        source="sdpa-default" if scale is None else "sdpa-argument",
+        q=qs,
+        k=ks,
+        outputs=capture.sample(out, out.dim() - 2) if isinstance(out, torch.Tensor) else None,
+        max_abs_qk=max_abs_qk,
+    )
+    if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:
+        # The logits never exist in the graph, but the gradient dO reaching the
+        # output does. With P = softmax(S) and O = P V, backward gives
+        # dP = dO V^T and dS = P * (dP - rowsum(dP * P)), exact on the sampled rows.
+        # With dropout on P the mask is unknown, so no gradient is recorded.
+        vs = _repeat_heads(capture.sample(b["value"]), qs)
+
+        def grad_at_logits(grad_out: torch.Tensor) -> torch.Tensor:
+            g = capture.sample(grad_out, rows_dim=grad_out.dim() - 2).float()  # (.., rows, dv)
+            return softmax_backward(logits, g @ vs.float().transpose(-2, -1))
+
+        capture.watch_gradient(out, stats, where, grad_at_logits)
+
+
+def _sdpa_masks(
+    capture: Capture,
+    b: dict[str, Any],
+    logits: torch.Tensor,
+    batch: torch.Size,
+    lq: int,
+    lk: int,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The logits with SDPA's causal and explicit masks applied, and what a float mask masked."""
+    rows = capture.row_index(lq).to(logits.device)
+    if b.get("is_causal", False):
+        allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device)
+        logits = logits.masked_fill(~allowed.tril(diagonal=lk - lq)[rows], -math.inf)
+    mask, positions = b.get("attn_mask"), None
+    if mask is not None:
+        full = torch.broadcast_to(mask, (*batch, lq, lk))  # (..., q_len, k_len)
+        full = capture.sample(full)[..., rows, :]
+        if full.dtype == torch.bool:
+            logits = logits.masked_fill(~full, -math.inf)
+        else:
+            positions = torch.broadcast_to(capture.lineages.additive_mask(full), logits.shape)
+            logits = logits + full.float()
+    return logits, positions
+
+
+# -- nn.MultiheadAttention and the fused nn.TransformerEncoderLayer ----------------------------
+
+
+def mha_arguments(module: nn.MultiheadAttention, args: Any, kwargs: Any) -> dict[str, Any]:
+    """The arguments of an ``nn.MultiheadAttention`` call, by name."""
+    return dict(_MHA_SIG.bind(module, *args, **kwargs).arguments)
+
+
+def fused_encoder_arguments(
+    layer: nn.TransformerEncoderLayer, args: Any, kwargs: Any
+) -> tuple[dict[str, Any], Callable[[torch.Tensor], torch.Tensor] | None]:
+    """What the fused encoder layer gave its attention: the MHA arguments, and its pre-norm."""
+    a = _ENCODER_SIG.bind(layer, *args, **kwargs).arguments
+    src = a["src"]
+    mask = a.get("src_mask")
+    if mask is None and a.get("is_causal", False):
+        n = src.shape[-2]
+        mask = torch.ones(n, n, dtype=torch.bool, device=src.device).triu(1)
+    norm = layer.norm1
+    normed = (
+        (lambda t: F.layer_norm(t, norm.normalized_shape, norm.weight, norm.bias, norm.eps))
+        if layer.norm_first
+        else None
+    )
+    bound = {
+        "query": src,
+        "key": src,
+        "attn_mask": mask,
+        "key_padding_mask": a.get("src_key_padding_mask"),
+        "is_causal": False,
+    }
+    return bound, normed
+
+
+def on_mha(
+    capture: Capture,
+    m: nn.MultiheadAttention,
+    a: dict[str, Any],
+    where: str,
+    output: Any,
+    *,
+    normed: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    path: str = "multihead_attention",
+) -> None:
+    inputs = _MhaInputs(capture, m, a, normed)
+    q, k = inputs.project(inputs.query[inputs.rows], 0), inputs.project(inputs.key, 1)
+    q = inputs.heads(q, len(inputs.rows))  # (nb, heads, rows, d)
+    k = inputs.heads(inputs.extra_keys(k, m.bias_k), -1)  # (nb, heads, k_len, d)
+    c = 1 / math.sqrt(inputs.d)
+    qk = q @ k.transpose(-2, -1)  # (nb, heads, rows, k_len)
+    logits, positions = _mha_masks(capture, inputs, qk * c, a)
+    outputs = None
+    if inputs.lengths is not None:
+        # the nested tensor has no padding rows: the padded output the layer returns is 0
+        lens = torch.tensor(inputs.lengths[: inputs.nb], device=inputs.rows.device)[:, None]
+        q_keep = inputs.rows[None, :] < lens
+        outputs = torch.softmax(logits, dim=-1).masked_fill(~q_keep[:, None, :, None], 0.0)
+    dtype = a["query"].dtype
+    stats = capture.record(
+        ("multihead_attention", where),
+        path=path,
+        logits=logits,
+        mask=positions,
+        shape=(inputs.bsz, m.num_heads, inputs.lq, inputs.d),
+        dtype=dtype,
+        head_dim=inputs.d,
+        num_heads=m.num_heads,
+        scale=c,
+        source="multihead_attention",
+        q=q,
+        k=k,
+        outputs=outputs,
+        max_abs_qk=float(qk.abs().max()) if dtype == torch.float16 else None,
+    )
+    out = output[0] if isinstance(output, tuple) else None
+    dropout = m.dropout if m.training else 0.0
+    if isinstance(out, torch.Tensor) and dropout == 0 and inputs.lengths is None:
+        _watch_mha_gradient(capture, inputs, logits, out, stats, where)
+
+
+class _MhaInputs:
+    """An ``nn.MultiheadAttention`` call's inputs as (length, batch, embed), sampled."""
+
+    def __init__(
+        self,
+        capture: Capture,
+        m: nn.MultiheadAttention,
+        a: dict[str, Any],
+        normed: Callable[[torch.Tensor], torch.Tensor] | None,
+    ) -> None:
+        query, key, value = a["query"], a["key"], a.get("value", a["key"])
+        self.kpm = a.get("key_padding_mask")
+        self.lengths: list[int] | None = None
+        if query.is_nested:
+            self.lengths = [int(t.shape[0]) for t in query.unbind()]
+            query = query.to_padded_tensor(0.0)
+            key = value = query if a["key"] is a["query"] else key.to_padded_tensor(0.0)
+        if normed is not None:
+            query = key = value = normed(query)
+        self.batched = query.dim() == 3
+        if not self.batched:  # (L, E) -> (L, 1, E)
+            query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+            if self.kpm is not None:
+                self.kpm = self.kpm.unsqueeze(0)
+        elif m.batch_first or normed is not None or self.lengths is not None:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))  # (L, B, E)
+        self.seq_first = self.batched and not m.batch_first
+        self.lq, self.bsz, e = query.shape
+        self.nb = min(self.bsz, capture.sample_batch)
+        self.query, self.key, self.value = (t[:, : self.nb] for t in (query, key, value))
+        self.m, self.e, self.d = m, e, e // m.num_heads
+        self.rows = capture.row_index(self.lq).to(query.device)
+
+    def project(self, x: torch.Tensor, which: int) -> torch.Tensor:
+        """x through the q (0), k (1) or v (2) input projection, in float32."""
+        m = self.m
+        if m._qkv_same_embed_dim:
+            w = m.in_proj_weight.chunk(3)[which]
+        else:
+            w = (m.q_proj_weight, m.k_proj_weight, m.v_proj_weight)[which]
+        bias = None if m.in_proj_bias is None else m.in_proj_bias.chunk(3)[which].float()
+        return F.linear(x.float(), w.float(), bias)
+
+    def extra_keys(self, k: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        """The learned bias key (value) and the zero key the module appends."""
+        if bias is not None:
+            k = torch.cat([k, bias.float().expand(1, self.nb, self.e)])
+        if self.m.add_zero_attn:
+            k = torch.cat([k, k.new_zeros(1, self.nb, self.e)])
+        return k
+
+    def heads(self, x: torch.Tensor, length: int) -> torch.Tensor:
+        """(length, nb, E) -> (nb, heads, length, d)."""
+        return x.reshape(length, self.nb, self.m.num_heads, self.d).permute(1, 2, 0, 3)
+
+
+def _mha_masks(
+    capture: Capture, inputs: _MhaInputs, logits: torch.Tensor, a: dict[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The logits with the module's masks applied, and what its float masks masked."""
+    lq, lk, rows, nb = inputs.lq, logits.shape[-1], inputs.rows, inputs.nb
+    attn_mask = a.get("attn_mask")
+    if attn_mask is None and a.get("is_causal", False):
+        allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device).tril()[rows]
+        logits = logits.masked_fill(~allowed, -math.inf)
+    positions = None
+    for mask, padding in ((attn_mask, False), (inputs.kpm, True)):
+        if mask is None:
+            continue
+        if padding:  # key padding: (B, S) -> (nb, 1, 1, S)
+            mask = mask[:nb].reshape(nb, 1, 1, -1)
+        else:
+            if mask.dim() == 3:  # (batch * heads, L, S) -> (batch, heads, L, S)
+                mask = mask.reshape(inputs.bsz, inputs.m.num_heads, *mask.shape[-2:])[:nb]
+            mask = mask[..., rows, :]
+        if lk - mask.shape[-1]:  # the appended bias and zero keys are never masked
+            mask = F.pad(
+                mask, (0, lk - mask.shape[-1]), value=False if mask.dtype == torch.bool else 0.0
+            )
+        if mask.dtype == torch.bool:
+            logits = logits.masked_fill(mask, -math.inf)
+        else:
+            logits = logits + mask.float()
+            p = torch.broadcast_to(capture.lineages.additive_mask(mask), logits.shape)
+            positions = p if positions is None else positions | p
+    if inputs.lengths is not None:
+        lens = torch.tensor(inputs.lengths[:nb], device=logits.device)[:, None]  # (nb, 1)
+        keep = torch.arange(lk, device=logits.device)[None, :] < lens  # (nb, S)
+        logits = logits.masked_fill(~keep[:, None, None, :], -math.inf)
+        q_keep = rows[None, :] < lens  # (nb, rows)
+        logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
+    return logits, positions
+
+
+def _watch_mha_gradient(
+    capture: Capture,
+    inputs: _MhaInputs,
+    logits: torch.Tensor,
+    out: torch.Tensor,
+    stats: Any,
+    where: str,
+) -> None:
+    m, nb, rows = inputs.m, inputs.nb, inputs.rows
+    v = inputs.extra_keys(inputs.project(inputs.value, 2), m.bias_v)
+    v = inputs.heads(v, -1)  # (nb, heads, k_len, d)
+    w_out = m.out_proj.weight.detach().float()
+    batched, seq_first = inputs.batched, inputs.seq_first
+
+    def grad_at_logits(g: torch.Tensor) -> torch.Tensor:
+        # the output is out_proj(concat of heads): pull dO back through out_proj
+        g = g.float() if batched else g.float().unsqueeze(1)
+        g = g if seq_first or not batched else g.transpose(0, 1)  # (L, B, E)
+        g = g[rows, :nb] @ w_out  # (rows, nb, E)
+        g = inputs.heads(g, len(rows))  # (nb, heads, rows, d)
+        return softmax_backward(logits, g @ v.transpose(-2, -1))
+
+    capture.watch_gradient(out, stats, where, grad_at_logits)

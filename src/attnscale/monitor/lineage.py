@@ -1,0 +1,327 @@
+"""Lineage: how a tensor on its way to a softmax derives from a q·kᵀ product.
+
+A product of two activations starts a lineage. Each torch function in
+[FOLLOWED][] that the lineage meets carries it to its result, with what the
+function did: a scalar factor (the scale), a ``tanh`` (a soft-cap), a mask
+(which positions it masked, from the mask tensor, whatever value it used), or a
+rearrangement (views, casts, copies, which move the mask positions with the
+values). Any other function ends the lineage.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch.nn import functional as F
+from torch.utils.weak import WeakIdKeyDictionary
+
+__all__ = ["FOLLOWED", "PRODUCT", "SOFTMAX", "Lineage", "Lineages", "Product"]
+
+_TB = torch._C.TensorBase
+
+# functions whose result is its first argument's values, rearranged or cast
+SAME = {
+    getattr(_TB, n)
+    for n in (
+        "view",
+        "reshape",
+        "transpose",
+        "permute",
+        "contiguous",
+        "__getitem__",
+        "to",
+        "float",
+        "half",
+        "bfloat16",
+        "double",
+        "type",
+        "type_as",
+        "clone",
+        "detach",
+        "unflatten",
+        "flatten",
+        "squeeze",
+        "unsqueeze",
+        "expand",
+        "repeat",
+        "repeat_interleave",
+        "t",
+        "swapaxes",
+        "view_as",
+        "reshape_as",
+    )
+} | {
+    torch.transpose,
+    torch.permute,
+    torch.reshape,
+    torch.flatten,
+    torch.squeeze,
+    torch.unsqueeze,
+    torch.repeat_interleave,
+    _TB.mT.__get__,  # type: ignore[attr-defined]
+    _TB.T.__get__,  # type: ignore[attr-defined]
+}
+# ... of which these leave a same-shaped mask as it is (casts and copies)
+KEEPS_MASK = {
+    getattr(_TB, n)
+    for n in ("to", "float", "half", "bfloat16", "double", "type", "type_as", "clone", "detach")
+} | {_TB.contiguous}
+SPLIT = {_TB.unbind, _TB.split, _TB.chunk, torch.unbind, torch.split, torch.chunk}
+MUL = {torch.mul, _TB.mul, _TB.mul_, torch.multiply, _TB.multiply}
+DIV = {torch.div, _TB.div, _TB.div_, torch.true_divide, _TB.true_divide, torch.divide}
+# a tensor added, subtracted or filled in: a mask or a position bias, the scale is unchanged
+PLUS = {torch.add, _TB.add, _TB.add_}
+MINUS = {torch.sub, _TB.sub, _TB.sub_}
+FILL = {_TB.masked_fill, _TB.masked_fill_, torch.masked_fill}
+ADD = PLUS | MINUS | FILL | {torch.where}
+TANH = {torch.tanh, _TB.tanh, _TB.tanh_, F.tanh}
+#: Every function a lineage follows.
+FOLLOWED = frozenset(SAME | SPLIT | MUL | DIV | ADD | TANH)
+#: Products of two tensors: q·kᵀ when both are activations.
+PRODUCT = frozenset(
+    {torch.matmul, _TB.matmul, torch.bmm, _TB.bmm, torch.baddbmm, _TB.baddbmm, torch.einsum}
+)
+#: Softmax spellings.
+SOFTMAX = frozenset({torch.softmax, _TB.softmax, F.softmax})
+_WHERE_ARGS = ("condition", "input", "other")
+
+
+@dataclasses.dataclass(frozen=True)
+class Product:
+    """A product of two activations, q·kᵀ if a softmax follows."""
+
+    out: torch.Tensor  # detached
+    q: torch.Tensor  # detached operands
+    k: torch.Tensor
+    head_dim: int
+    max_abs_qk: float | None  # float16 products only: the overflow check needs it
+
+
+@dataclasses.dataclass(frozen=True)
+class Lineage:
+    """How a tensor derives from a product (or, without one, from a scaled tensor)."""
+
+    product: Product | None
+    factor: float = 1.0  # scalar factors met so far
+    cap_input: float | None = None  # the factor at a tanh's input (soft-cap)
+    mask: torch.Tensor | None = None  # positions a mask tensor masked, shaped like the tensor
+
+    def times(self, s: float) -> Lineage:
+        return dataclasses.replace(self, factor=self.factor * s)
+
+
+def is_scalar(x: object) -> bool:
+    if isinstance(x, bool):
+        return False
+    if isinstance(x, (int, float)):
+        return True
+    return isinstance(x, torch.Tensor) and x.dim() == 0 and x.is_floating_point()
+
+
+def value(x: Any) -> float:
+    """A scalar's value; a 0-d tensor is detached first (float() of a tensor that requires
+    grad warns, and the user's code never asked for that warning)."""
+    return float(x.detach()) if isinstance(x, torch.Tensor) else float(x)
+
+
+def arg(args: Sequence[Any], kwargs: dict[str, Any], i: int, name: str) -> Any:
+    """Argument ``i`` of a call, passed by position or as ``name``."""
+    return args[i] if len(args) > i else kwargs.get(name)
+
+
+def _negative(x: object) -> bool:
+    """Whether a fill value is negative (a mask's), for a number or a tensor of them."""
+    if isinstance(x, torch.Tensor):
+        return x.is_floating_point() and x.numel() > 0 and bool((x < 0).all())
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and x < 0
+
+
+def _rearranged(
+    mask: torch.Tensor,
+    func: Callable[..., Any],
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    out: Any,
+) -> torch.Tensor | None:
+    """The mask rearranged as ``func`` rearranged the scores; None where that fails."""
+    if not isinstance(out, torch.Tensor):
+        return None
+    if func in KEEPS_MASK:
+        return mask if mask.shape == out.shape else None
+    if func in SPLIT:
+        return None
+    for m in (mask, mask.contiguous()):  # a broadcast view does not take every view
+        try:
+            moved = func(m, *args[1:], **kwargs)
+        except (RuntimeError, TypeError, ValueError, IndexError):
+            continue
+        return moved if isinstance(moved, torch.Tensor) and moved.shape == out.shape else None
+    return None
+
+
+def _with_mask(lin: Lineage, positions: torch.Tensor | None, out: torch.Tensor) -> Lineage:
+    """``lin`` carried to ``out``, with ``positions`` added to what it masked."""
+    if positions is None and lin.mask is None:
+        return lin
+    try:
+        masks = [torch.broadcast_to(m, out.shape) for m in (lin.mask, positions) if m is not None]
+    except RuntimeError:  # shapes that do not line up: no mask information
+        return dataclasses.replace(lin, mask=None)
+    return dataclasses.replace(lin, mask=masks[0] if len(masks) == 1 else masks[0] | masks[1])
+
+
+class Lineages:
+    """The lineage of every tracked tensor of one monitor (weakly keyed by the tensor)."""
+
+    def __init__(self, mask_value: float) -> None:
+        self.mask_value = mask_value
+        self._of: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+    def of(self, t: object) -> Lineage | None:
+        found: Lineage | None = self._of.get(t)  # type: ignore[no-untyped-call]
+        return found
+
+    def set(self, t: torch.Tensor, lin: Lineage) -> None:
+        self._of[t] = lin
+
+    def clear(self) -> None:
+        self._of = WeakIdKeyDictionary()
+
+    def prescale(self, t: torch.Tensor) -> float:
+        """The scalar factor applied to ``t`` (q or k) before it entered a product."""
+        lin = self.of(t)
+        if lin is None or lin.product is not None or lin.cap_input is not None:
+            return 1.0
+        return lin.factor
+
+    def follow(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+    ) -> None:
+        """Carry the lineage of ``func``'s tracked input to ``out``, if it has one."""
+        with torch._C.DisableTorchFunction():
+            if func in MUL or func in DIV:
+                lin = self._scaled(func, args, kwargs)
+            elif func in ADD:
+                lin = self._added(func, args, kwargs, out)
+            else:
+                lin = self._moved(func, args, kwargs, out)
+            if lin is None:
+                return
+            outs = out if func in SPLIT and isinstance(out, (tuple, list)) else (out,)
+            for o in outs:
+                if isinstance(o, torch.Tensor) and o.is_floating_point():
+                    self._of[o] = lin
+
+    def _scaled(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Lineage | None:
+        first, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "other")
+        if not isinstance(first, torch.Tensor) or not is_scalar(b):
+            return None  # tensor by tensor (e.g. RoPE): not a scale, the lineage ends
+        if not first.is_floating_point() or arg(args, kwargs, 2, "rounding_mode"):
+            return None
+        s = value(b)
+        if s == 0 or not math.isfinite(s):
+            return None
+        return (self.of(first) or Lineage(None)).times(s if func in MUL else 1 / s)
+
+    def _added(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+    ) -> Lineage | None:
+        # a mask or a bias added to the scores: follow whichever operand is tracked, and
+        # record the positions a mask masks
+        if kwargs.get("alpha", 1) != 1 or not isinstance(out, torch.Tensor):
+            return None
+        tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
+        base = next((t for t in tensors if self.of(t) is not None), None)
+        if base is None:
+            return None
+        lin = self.of(base)
+        assert lin is not None
+        return _with_mask(lin, self._mask_of(func, args, kwargs, base), out)
+
+    def _moved(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+    ) -> Lineage | None:
+        first = arg(args, kwargs, 0, "input")
+        lin = self.of(first) if isinstance(first, torch.Tensor) else None
+        if lin is None:
+            return None
+        if func in TANH:
+            if lin.cap_input is not None:
+                return None  # a second tanh: not a soft-cap
+            return dataclasses.replace(lin, cap_input=lin.factor, factor=1.0)
+        if lin.mask is not None:
+            return dataclasses.replace(lin, mask=_rearranged(lin.mask, func, args, kwargs, out))
+        return lin
+
+    def additive_mask(self, t: torch.Tensor) -> torch.Tensor:
+        """Positions an additive tensor masks.
+
+        A tensor of two values, 0 and one negative value (``-inf``, ``finfo.min``, -1e4,
+        Swin's -100), masks where it holds the negative one, whatever its size. Any other
+        tensor is a bias (ALiBi, relative positions), with a mask folded in where it is at or
+        below ``mask_value``.
+        """
+        low = t.amin() if t.numel() else t.new_zeros(())
+        if bool(low < 0) and bool(((t == 0) | (t == low)).all()):
+            return t == low
+        return t <= self.mask_value
+
+    def _mask_of(
+        self,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        base: torch.Tensor,
+    ) -> torch.Tensor | None:
+        """Positions of ``base`` (the tracked scores) that an add, sub, fill or where masks."""
+        if func in FILL:
+            mask, fill = arg(args, kwargs, 1, "mask"), arg(args, kwargs, 2, "value")
+            ok = isinstance(mask, torch.Tensor) and mask.dtype == torch.bool
+            return mask if ok and _negative(fill) else None
+        if func is torch.where:
+            cond, a, b = (arg(args, kwargs, i, n) for i, n in enumerate(_WHERE_ARGS))
+            if not isinstance(cond, torch.Tensor) or cond.dtype != torch.bool:
+                return None
+            if a is base and _negative(b):
+                return ~cond
+            return cond if b is base and _negative(a) else None
+        other = next(
+            (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
+            None,
+        )
+        if other is None or not other.is_floating_point() or not other.numel():
+            return None
+        return self.additive_mask(other if func in PLUS else -other)
+
+
+def einsum_operands(args: tuple[Any, ...]) -> tuple[str, list[Any]] | None:
+    """The equation and operands of an ``einsum`` call, in either calling form."""
+    if not args or not isinstance(args[0], str):
+        return None
+    ops = list(args[1]) if len(args) == 2 and isinstance(args[1], (list, tuple)) else list(args[1:])
+    return args[0].replace(" ", ""), ops
+
+
+def einsum_layout(eq: str, a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int] | None:
+    """(whether a is the query side, head_dim) of a two-operand einsum, if it is q·kᵀ-like."""
+    if "->" not in eq or "." in eq:
+        return None
+    ins, out = eq.split("->")
+    parts = ins.split(",")
+    if len(parts) != 2 or len(out) < 2:
+        return None
+    ia, ib = parts
+    if len(ia) != a.dim() or len(ib) != b.dim():
+        return None
+    contracted = [c for c in ia if c in ib and c not in out]
+    if not contracted:
+        return None
+    sizes = dict(zip(ia, a.shape, strict=True))
+    head_dim = math.prod(int(sizes[c]) for c in contracted)
+    return out[-2] in ia, head_dim
