@@ -34,6 +34,49 @@ KNOWN_MISSES: dict[str, str] = {
 }
 
 
+# The likely cause a scale-mismatch finding gives for a bug's reported version, where the
+# thread leaves no doubt about it: case name -> (pattern every such message must match,
+# pattern none may match). Only cases whose finding lists causes (no expected_scale).
+CAUSES: dict[str, tuple[str, str | None]] = {
+    "opt_double_scale": (r"double scaling", None),
+    "gemma2_9b_query_pre_attn_scalar": (r"instead of √32", None),
+    "llamacpp_gemma2_9b_q_scale": (r"instead of √32", None),
+    "llamacpp_plamo2_kq_scale": (r"no scale at all", None),
+    "maxtext_mla_inverted_softmax_scale": (r"invert", None),
+    "mlc_fallback_sm_scale": (r"no scale at all", None),
+    "vit_pytorch_scale_from_dim": (r"√d_model", None),
+    "perceiver_io_divides_by_scale": (r"invert", None),
+    "vit_tutorial_scale_after_softmax": (r"no scale at all", None),
+    "cntkx_scale_without_sqrt": (r"square root", None),
+    "ttnn_clip_scale_from_num_heads": (r"instead of √64", None),
+    "lecture_gpt_scale_from_n_embd": (r"instead of √16", r"layer index"),
+}
+
+# case name -> what the current monitor's likely-cause text gets wrong on it
+WRONG_CAUSES: dict[str, str] = {
+    "maxtext_mla_inverted_softmax_scale": (
+        "an inverted scale (scores multiplied by sqrt(head_dim), ratio = head_dim) is "
+        "reported as 'divided by √0.03125 instead of √32: computed from another size'; no "
+        "cause names a scale multiplied where it should divide"
+    ),
+    "perceiver_io_divides_by_scale": (
+        "dividing by head_dim**-0.5 (ratio = head_dim) is reported as 'divided by √0.0625 "
+        "instead of √16: computed from another size' instead of as an inverted scale"
+    ),
+    "cntkx_scale_without_sqrt": (
+        "a scale of 1/head_dim is only explained as double scaling ('applied twice, once to q "
+        "and once to the product'); nothing is applied twice here, the square root of d_k "
+        "was left out, and no cause says so"
+    ),
+    "lecture_gpt_scale_from_n_embd": (
+        "in the site 'heads.1' the last number is read as a layer index: the message blames "
+        "GPT-2's 1/(layer index + 1) and drops the right cause ('divided by √64 instead of "
+        "√16') that the sites heads.0, heads.2 and heads.3 get; a number under a module list "
+        "of heads (or any non-layer list) is not a layer index"
+    ),
+}
+
+
 def _report(case: Case, fixed: bool) -> MonitorReport:
     model = case.build(fixed)
     with AttentionMonitor(model, expected_scale=case.expected_scale) as monitor:
@@ -58,6 +101,31 @@ def test_bug_is_flagged_and_its_fix_is_not(case: Case) -> None:
     assert buggy.codes("warning") & SCALING_CODES, f"{case.title}: bug not flagged\n{buggy}"
     fixed = _report(case, fixed=True)
     assert not fixed.codes("warning"), f"{case.title}: the fixed code is flagged\n{fixed}"
+
+
+def _cause_params() -> list[object]:
+    by_name = {c.name: c for c in CASES}
+    params: list[object] = []
+    for name, (must, must_not) in CAUSES.items():
+        reason = WRONG_CAUSES.get(name)
+        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
+        params.append(pytest.param(by_name[name], must, must_not, id=name, marks=marks))
+    return params
+
+
+@pytest.mark.parametrize(("case", "must", "must_not"), _cause_params())
+def test_likely_cause_names_the_bug(case: Case, must: str, must_not: str | None) -> None:
+    report = _report(case, fixed=False)
+    messages = [
+        f.message
+        for f in report.findings
+        if f.code == "scale-mismatch" and f.severity in ("warning", "error")
+    ]
+    assert messages, f"{case.title}: no scale-mismatch finding\n{report}"
+    for message in messages:
+        assert re.search(must, message), f"{case.title}: cause not named\n{message}"
+        if must_not is not None:
+            assert not re.search(must_not, message), f"{case.title}: wrong cause\n{message}"
 
 
 @pytest.mark.parametrize("case", _cases("trap"))
@@ -102,3 +170,5 @@ def test_catalogue() -> None:
     assert sum(c.kind == "bug" for c in CASES) >= 14
     assert sum(c.kind == "trap" for c in CASES) >= 4
     assert set(KNOWN_MISSES) <= set(names)
+    assert set(WRONG_CAUSES) <= set(CAUSES) <= set(names)
+    assert all(next(c for c in CASES if c.name == n).expected_scale is None for n in CAUSES)

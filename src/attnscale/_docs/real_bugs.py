@@ -410,6 +410,7 @@ class _UltralyticsAttention(_Seeded):
 
 
 def _half_images(g: torch.Generator) -> tuple[Tensor, ...]:
+    """Inputs of the ultralytics case: a float16 feature map, (2, 128, 4, 4)."""
     return (torch.randn(_BATCH, 128, 4, 4, generator=g).half(),)
 
 
@@ -749,7 +750,8 @@ CASES: list[Case] = [
         what="The Gemma-2 graph scaled Q with ggml_scale(Q, 1/sqrt(n_embd/n_head)) before a "
         "kernel that applies no further scale; for the 9B model n_embd/n_head = 224 while the "
         "head size is 256.",
-        fix="Switch on the model size: the 9B model scales Q by 1/sqrt(n_embd_head_k).",
+        fix="Pick the scale by model size, as posted in the thread: the 9B model scales Q by "
+        "1/sqrt(n_embd_head_k).",
         build=_LlamaCppGemma2,
         inputs=_randn((16, 112)),
     ),
@@ -948,8 +950,9 @@ CASES: list[Case] = [
         thread="https://github.com/google/gemma_pytorch/issues/71",
         kind="trap",
         what="Unlike the 9B, the 27B model was trained with a scale of 144**-0.5 = "
-        "(hidden/heads)**-0.5 while head_dim is 128; the maintainers confirmed it matches the "
-        "internal implementation (here 36 against 32, the same ratio).",
+        "(hidden/heads)**-0.5 while head_dim is 128; asked why, Google answered that the "
+        "values follow the official internal implementation (here 36 against 32, the same "
+        "ratio).",
         fix="",
         build=lambda fixed: _Gemma2(fixed, 144, 36.0),
         inputs=_randn((16, 144)),
@@ -987,8 +990,9 @@ CASES: list[Case] = [
         project=_TRANSFORMERS,
         thread="https://github.com/huggingface/transformers/pull/41751",
         kind="trap",
-        what="Gemma 3n normalises q and k per head and passes scaling = 1.0 on purpose: the "
-        "learned norm gains set the logit scale. The PR reinstates self.scaling as 1.0.",
+        what="Gemma 3n RMS-normalises q and k per head (with learned gains) and applies no "
+        "1/sqrt(head_dim) by design; the PR, from Google, reinstates self.scaling and sets it "
+        "to 1.0.",
         fix="",
         build=_Gemma3n,
         inputs=_randn((16, 64)),

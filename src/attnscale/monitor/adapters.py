@@ -1,6 +1,7 @@
 """Per-path adapters: attention computed inside a torch kernel, recomputed on sampled rows.
 
 - ``F.scaled_dot_product_attention``: q, k and the mask are read at the call.
+- ``F.multi_head_attention_forward`` called directly: as the module, from its arguments.
 - ``nn.MultiheadAttention`` (every path, the fused fast paths included) and the fused
   ``nn.TransformerEncoderLayer``: the statistics are recomputed from the module's weights and
   inputs after the call, since the fast paths run without any torch function the monitor
@@ -16,6 +17,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -27,7 +29,14 @@ from .lineage import value
 if TYPE_CHECKING:
     from .capture import Capture
 
-__all__ = ["fused_encoder_arguments", "mha_arguments", "on_mha", "on_sdpa", "softmax_backward"]
+__all__ = [
+    "fused_encoder_arguments",
+    "mha_arguments",
+    "on_mha",
+    "on_mha_forward",
+    "on_sdpa",
+    "softmax_backward",
+]
 
 
 def _sdpa_signature(
@@ -46,6 +55,7 @@ def _sdpa_signature(
 _SDPA_SIG = inspect.signature(_sdpa_signature)
 _MHA_SIG = inspect.signature(nn.MultiheadAttention.forward)
 _ENCODER_SIG = inspect.signature(nn.TransformerEncoderLayer.forward)
+_MHA_FORWARD_SIG = inspect.signature(F.multi_head_attention_forward)
 
 
 def softmax_backward(logits: torch.Tensor, dp: torch.Tensor) -> torch.Tensor:
@@ -166,6 +176,33 @@ def fused_encoder_arguments(
         "is_causal": False,
     }
     return bound, normed
+
+
+def on_mha_forward(
+    capture: Capture, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> None:
+    """``F.multi_head_attention_forward`` called directly, not through the module."""
+    b = _MHA_FORWARD_SIG.bind(*args, **kwargs).arguments
+    if b.get("static_k") is not None or b.get("static_v") is not None:
+        return  # precomputed keys: nothing to project
+    separate = b.get("use_separate_proj_weight", False)
+    module = SimpleNamespace(  # what on_mha reads from an nn.MultiheadAttention
+        num_heads=b["num_heads"],
+        _qkv_same_embed_dim=not separate,
+        in_proj_weight=b["in_proj_weight"],
+        in_proj_bias=b["in_proj_bias"],
+        q_proj_weight=b.get("q_proj_weight"),
+        k_proj_weight=b.get("k_proj_weight"),
+        v_proj_weight=b.get("v_proj_weight"),
+        bias_k=b["bias_k"],
+        bias_v=b["bias_v"],
+        add_zero_attn=b["add_zero_attn"],
+        out_proj=SimpleNamespace(weight=b["out_proj_weight"]),
+        dropout=b["dropout_p"],
+        training=b.get("training", True),
+        batch_first=False,
+    )
+    on_mha(capture, module, b, where, out)  # type: ignore[arg-type]
 
 
 def on_mha(

@@ -50,6 +50,7 @@ from . import adapters
 from .hooks import REGISTRY, set_stack, stack_snapshot
 from .lineage import (
     FOLLOWED,
+    LOG_SOFTMAX,
     PRODUCT,
     SOFTMAX,
     Lineage,
@@ -289,10 +290,15 @@ class Capture(TorchFunctionMode):
                 factor = value(kwargs.get("alpha", args[4] if len(args) > 4 else 1))
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
+        head_factor, learned = None, False
         for t in (a, b):
             lin = self.lineages.of(t)
             if lin is not None and lin.product is None and lin.cap_input is None:
                 factor *= lin.factor  # q or k scaled before the product
+                learned |= lin.learned
+                if lin.head_factor is not None:
+                    hf = lin.head_factor
+                    head_factor = hf if head_factor is None else head_factor * hf
         max_abs = None
         if out.dtype == torch.float16:
             o = self.sample(out, out.dim() - 2).float()
@@ -300,7 +306,7 @@ class Capture(TorchFunctionMode):
         product = Product(
             out=out.detach(), q=a.detach(), k=b.detach(), head_dim=head_dim, max_abs_qk=max_abs
         )
-        self.lineages.set(out, Lineage(product, factor))
+        self.lineages.set(out, Lineage(product, factor, head_factor=head_factor, learned=learned))
         self._recent.append(product)
 
     def _on_softmax(
@@ -312,53 +318,46 @@ class Capture(TorchFunctionMode):
         out: Any,
     ) -> None:
         x, dim = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "dim")
+        if isinstance(dim, (tuple, list)) and len(dim) == 1:  # logsumexp(x, [-1])
+            dim = dim[0]
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
             return
         if dim not in (-1, x.dim() - 1):
             return
         lin = self.lineages.of(x)
-        softcap = None
-        product: Product | None
         if lin is not None and lin.product is not None:
-            product = lin.product
-            if lin.cap_input is not None:
-                scale: float | None = lin.cap_input * lin.factor
-                softcap = lin.factor
-            else:
-                scale = lin.factor
-            source, residual = "traced", None
+            product, read = lin.product, _read_scale(lin, x)
         else:
-            product = next((p for p in reversed(self._recent) if p.out.shape == x.shape), None)
-            if product is None:
+            found = next((p for p in reversed(self._recent) if p.out.shape == x.shape), None)
+            if found is None:
                 self.unmatched_softmax += 1
                 return
-            scale, residual = self._fit(x, product)
-            source = "fitted"
-        xs = self.sample(x, x.dim() - 2).float()
-        mask = None
+            product, read = found, self._fit(x, found)
+        mask = sink = None
         if lin is not None and lin.mask is not None and lin.mask.shape == x.shape:
             mask = self.sample(lin.mask, x.dim() - 2)
+        if lin is not None and lin.sink is not None and lin.sink.shape == x.shape[-1:]:
+            sink = lin.sink
+        weights = func in SOFTMAX and isinstance(out, torch.Tensor)  # not log_softmax, logsumexp
         stats = self.record(
             ("softmax(QK^T)", where),
             path="softmax",
-            logits=xs,
+            logits=self.sample(x, x.dim() - 2).float(),
             mask=mask,
+            sink=sink,
             shape=tuple(x.shape),
             dtype=product.out.dtype,
             head_dim=product.head_dim,
             num_heads=int(x.shape[-3]) if x.dim() >= 4 else None,
-            scale=scale,
-            source=source,
             q=self.sample(product.q),
             k=self.sample(product.k),
-            outputs=self.sample(out, out.dim() - 2) if isinstance(out, torch.Tensor) else None,
-            fit_residual=residual,
-            softcap=softcap,
+            outputs=self.sample(out, out.dim() - 2) if weights else None,
             max_abs_qk=product.max_abs_qk,
+            **read,
         )
         self.watch_gradient(x, stats, where, lambda g: self.sample(g, g.dim() - 2))
 
-    def _fit(self, x: torch.Tensor, product: Product) -> tuple[float | None, float | None]:
+    def _fit(self, x: torch.Tensor, product: Product) -> dict[str, Any]:
         """Least-squares factor c in x ≈ c·product, and its relative residual."""
         xs = self.sample(x, x.dim() - 2).float()
         ps = self.sample(product.out, product.out.dim() - 2).float()
@@ -366,11 +365,11 @@ class Capture(TorchFunctionMode):
         xv, pv = xs[ok], ps[ok]
         den = float((pv * pv).sum())
         if den <= 0.0:
-            return None, None
+            return {"scale": None, "source": "fitted"}
         c = float((xv * pv).sum()) / den
         nx = float(xv.norm())
         resid = float((xv - c * pv).norm()) / nx if nx > 0 else 0.0
-        return (c if resid < 0.1 else None), resid
+        return {"scale": c if resid < 0.1 else None, "source": "fitted", "fit_residual": resid}
 
     # -- sampling and recording ------------------------------------------------
 
@@ -396,6 +395,7 @@ class Capture(TorchFunctionMode):
         path: str,
         logits: torch.Tensor,
         mask: torch.Tensor | None = None,
+        sink: torch.Tensor | None = None,
         shape: tuple[int, ...],
         dtype: torch.dtype,
         head_dim: int | None,
@@ -408,10 +408,13 @@ class Capture(TorchFunctionMode):
         fit_residual: float | None = None,
         softcap: float | None = None,
         max_abs_qk: float | None = None,
+        scale_per_head: tuple[float, ...] | None = None,
+        scale_learned: bool = False,
     ) -> AttentionStats:
         stats = logit_stats(
             logits,
             mask=mask,
+            sink=sink,
             mask_value=self.mask_value,
             saturation=self.saturation,
             outputs=outputs,
@@ -437,6 +440,8 @@ class Capture(TorchFunctionMode):
             q_std=tensor_std(q),
             k_std=tensor_std(k),
             max_abs_qk=max_abs_qk,
+            scale_per_head=scale_per_head,
+            scale_learned=scale_learned,
             **stats,
         )
         record.series.append(s)
@@ -521,14 +526,43 @@ class Capture(TorchFunctionMode):
         self._guarded(where, "multihead_attention", run)
 
 
+def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:
+    """The scale a traced lineage applied: scalar factors, per-head factors, a soft-cap."""
+    factor, softcap = lin.factor, None
+    if lin.cap_input is not None:
+        factor, softcap = lin.cap_input * lin.factor, lin.factor
+    per_head = None
+    if lin.head_factor is not None:
+        hf = torch.broadcast_to(lin.head_factor, (*x.shape[:-2], 1, 1)).float()
+        heads = hf.reshape(-1, *hf.shape[-3:])[0, :, 0, 0] if x.dim() >= 3 else hf.reshape(1)
+        if bool((heads == heads[0]).all()):
+            factor *= float(heads[0])
+        else:
+            per_head = tuple(factor * float(h) for h in heads)
+            factor *= float(heads.abs().log().mean().exp())
+    return {
+        "scale": factor,
+        "source": "traced",
+        "softcap": softcap,
+        "scale_per_head": per_head,
+        "scale_learned": lin.learned,
+    }
+
+
 # What each torch function is to the monitor, besides the steps a lineage follows
 # (lineage.FOLLOWED): an attention call site, its kind, and its handler.
 _Handler = Callable[[Capture, str, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any], None]
 _HANDLERS: dict[Any, tuple[str, _Handler]] = {
     **dict.fromkeys(PRODUCT, ("product", Capture._on_product)),
-    **dict.fromkeys(SOFTMAX, ("softmax(QK^T)", Capture._on_softmax)),
+    **dict.fromkeys(SOFTMAX | LOG_SOFTMAX, ("softmax(QK^T)", Capture._on_softmax)),
     F.scaled_dot_product_attention: (
         "sdpa",
         lambda c, where, func, args, kwargs, out: adapters.on_sdpa(c, where, args, kwargs, out),
+    ),
+    F.multi_head_attention_forward: (
+        "multihead_attention",
+        lambda c, where, func, args, kwargs, out: adapters.on_mha_forward(
+            c, where, args, kwargs, out
+        ),
     ),
 }

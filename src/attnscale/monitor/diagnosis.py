@@ -113,62 +113,103 @@ def _scale_findings(
     if s.scale is None or not s.head_dim or s.scale <= 0 or not math.isfinite(s.scale):
         return []
     tol = th["scale_ratio"]
-    reference = 1 / math.sqrt(s.head_dim)
-    ratio = s.scale / reference
-    read = (
-        f"The scores are multiplied by {s.scale:.4g} ({s.scale_source}), "
-        f"{ratio:.3g} × 1/√head_dim for head_dim {s.head_dim}."
-    )
-    link = _link("scale-mismatch")
+    ratio, read = _reading(s, tol)
     if expected is not None:
-        off = s.scale / expected
-        if 1 / tol <= off <= tol:
-            if 1 / tol <= ratio <= tol:
-                return []
-            return [
-                Finding(
-                    "scale-mismatch",
-                    "info",
-                    where,
-                    f"{read} This is the scale declared with expected_scale ({expected:.4g}), "
-                    f"so it is treated as intended. {link}",
-                )
-            ]
-        direction = "larger" if off > 1 else "smaller"
-        return [
-            Finding(
-                "scale-mismatch",
-                "warning",
-                where,
-                f"{read} That is {off:.3g} times the declared expected_scale {expected:.4g}: "
-                f"the code applies a scale {direction} than declared. Check every place the "
-                f"scores, q or k are multiplied. {link}",
-            )
-        ]
+        return _declared(where, s, ratio, read, tol, expected)
     if 1 / tol <= ratio <= tol:
         return []
-    folded = (
-        s.q_std is not None
-        and s.k_std is not None
-        and s.k_std > 0
-        and s.k_std > _FOLD_TOLERANCE * s.q_std  # the queries really are much smaller
-        and 1 / _FOLD_TOLERANCE <= ratio * s.q_std / s.k_std <= _FOLD_TOLERANCE
-    )
-    if folded and s.q_std is not None and s.k_std is not None:
+    if s.scale_learned:
         return [
             Finding(
                 "scale-mismatch",
                 "info",
                 where,
-                f"{read} The factor is folded into the initialisation, as in T5: the queries "
-                f"are {s.k_std / s.q_std:.3g} times smaller than the keys (std "
-                f"{s.q_std:.3g} against {s.k_std:.3g}), which makes up for the missing "
-                f"1/√head_dim at the start. Training does not keep that balance: watch the "
-                f"logit spread. {link}",
+                f"{read} The scale is learned (a temperature computed from a parameter), so it "
+                f"is a design, not a bug; watch the logit spread as it trains. "
+                f"{_link('scale-mismatch')}",
             )
         ]
+    folded = _folded(s, ratio)
+    if folded is not None:
+        return [Finding("scale-mismatch", "info", where, f"{read} {folded}")]
+    return [_mismatch(site, where, s, th, ratio, read)]
+
+
+def _reading(s: AttentionStats, tol: float) -> tuple[float, str]:
+    """The scale as a ratio to 1/√head_dim (the worst head's, for per-head scales), in words."""
+    assert s.scale is not None and s.head_dim
+    reference = 1 / math.sqrt(s.head_dim)
+    if s.scale_per_head:
+        ratios = [h / reference for h in s.scale_per_head]
+        off = [(i, r) for i, r in enumerate(ratios) if not 1 / tol <= r <= tol]
+        worst = max(ratios, key=lambda r: abs(math.log(r)) if r > 0 else math.inf)
+        listed = ", ".join(f"head {i}: {r:.3g}" for i, r in off) or "none"
+        return worst, (
+            f"The scores are multiplied by a different factor in each head ({s.scale_source}); "
+            f"as multiples of 1/√head_dim for head_dim {s.head_dim}, the heads off it are "
+            f"{listed}."
+        )
+    ratio = s.scale / reference
+    return ratio, (
+        f"The scores are multiplied by {s.scale:.4g} ({s.scale_source}), "
+        f"{ratio:.3g} × 1/√head_dim for head_dim {s.head_dim}."
+    )
+
+
+def _declared(
+    where: str, s: AttentionStats, ratio: float, read: str, tol: float, expected: float
+) -> list[Finding]:
+    """Findings for a scale the user declared with ``expected_scale``."""
+    assert s.scale is not None
+    link = _link("scale-mismatch")
+    off = s.scale / expected
+    if 1 / tol <= off <= tol:
+        if 1 / tol <= ratio <= tol:
+            return []
+        return [
+            Finding(
+                "scale-mismatch",
+                "info",
+                where,
+                f"{read} This is the scale declared with expected_scale ({expected:.4g}), "
+                f"so it is treated as intended. {link}",
+            )
+        ]
+    direction = "larger" if off > 1 else "smaller"
+    return [
+        Finding(
+            "scale-mismatch",
+            "warning",
+            where,
+            f"{read} That is {off:.3g} times the declared expected_scale {expected:.4g}: "
+            f"the code applies a scale {direction} than declared. Check every place the "
+            f"scores, q or k are multiplied. {link}",
+        )
+    ]
+
+
+def _folded(s: AttentionStats, ratio: float) -> str | None:
+    """The explanation, when the missing factor is folded into the initialisation (T5)."""
+    if s.q_std is None or s.k_std is None or s.k_std <= 0:
+        return None
+    if not s.k_std > _FOLD_TOLERANCE * s.q_std:  # the queries really are much smaller
+        return None
+    if not 1 / _FOLD_TOLERANCE <= ratio * s.q_std / s.k_std <= _FOLD_TOLERANCE:
+        return None
+    return (
+        f"The factor is folded into the initialisation, as in T5: the queries are "
+        f"{s.k_std / s.q_std:.3g} times smaller than the keys (std {s.q_std:.3g} against "
+        f"{s.k_std:.3g}), which makes up for the missing 1/√head_dim at the start. Training "
+        f"does not keep that balance: watch the logit spread. {_link('scale-mismatch')}"
+    )
+
+
+def _mismatch(
+    site: str, where: str, s: AttentionStats, th: Mapping[str, float], ratio: float, read: str
+) -> Finding:
+    assert s.head_dim
     causes = "; or ".join(likely_causes(ratio, s.head_dim, s.num_heads, site))
-    if ratio > tol:
+    if ratio > th["scale_ratio"]:
         effect = (
             "Logits come out wider than 1/√head_dim intends, so attention is sharper "
             "than designed and training pushes the softmax into saturation sooner."
@@ -179,19 +220,17 @@ def _scale_findings(
             "q and k weights grow to make up for it."
         )
     severity: Severity = "warning"
-    if ratio > tol and s.logit_std > th["max_logit_std"]:
+    if ratio > th["scale_ratio"] and s.logit_std > th["max_logit_std"]:
         severity = "error"
         effect += f" The measured within-row logit std is already {s.logit_std:.3g}."
-    return [
-        Finding(
-            "scale-mismatch",
-            severity,
-            where,
-            f"{read} Likely cause: {causes}. {effect} Fix: multiply q·kᵀ by 1/√head_dim "
-            f"exactly once; if this scale is intended, declare it with "
-            f"AttentionMonitor(expected_scale=...). {link}",
-        )
-    ]
+    return Finding(
+        "scale-mismatch",
+        severity,
+        where,
+        f"{read} Likely cause: {causes}. {effect} Fix: multiply q·kᵀ by 1/√head_dim "
+        f"exactly once; if this scale is intended, declare it with "
+        f"AttentionMonitor(expected_scale=...). {_link('scale-mismatch')}",
+    )
 
 
 def diagnose(

@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["FOLLOWED", "PRODUCT", "SOFTMAX", "Lineage", "Lineages", "Product"]
+__all__ = ["FOLLOWED", "LOG_SOFTMAX", "PRODUCT", "SOFTMAX", "Lineage", "Lineages", "Product"]
 
 _TB = torch._C.TensorBase
 
@@ -79,14 +79,24 @@ MINUS = {torch.sub, _TB.sub, _TB.sub_}
 FILL = {_TB.masked_fill, _TB.masked_fill_, torch.masked_fill}
 ADD = PLUS | MINUS | FILL | {torch.where}
 TANH = {torch.tanh, _TB.tanh, _TB.tanh_, F.tanh}
+# a mean or sum of a scaled q or k (landmarks) keeps the factor
+REDUCE = {torch.mean, _TB.mean, torch.sum, _TB.sum}
+# scores joined with other columns (attention sinks) or blocks (banded attention)
+CAT = {torch.cat, torch.concat, torch.concatenate}
+# scores written into a buffer (sliding windows): the buffer takes their lineage
+WRITE = {_TB.__setitem__, _TB.copy_, _TB.index_put_, torch.index_put}
 #: Every function a lineage follows.
-FOLLOWED = frozenset(SAME | SPLIT | MUL | DIV | ADD | TANH)
+FOLLOWED = frozenset(SAME | SPLIT | MUL | DIV | ADD | TANH | REDUCE | CAT | WRITE)
 #: Products of two tensors: q·kᵀ when both are activations.
 PRODUCT = frozenset(
     {torch.matmul, _TB.matmul, torch.bmm, _TB.bmm, torch.baddbmm, _TB.baddbmm, torch.einsum}
 )
 #: Softmax spellings.
 SOFTMAX = frozenset({torch.softmax, _TB.softmax, F.softmax})
+#: A softmax written through its logarithm: ``log_softmax``, or ``exp(x - logsumexp(x))``.
+LOG_SOFTMAX = frozenset(
+    {torch.log_softmax, _TB.log_softmax, F.log_softmax, torch.logsumexp, _TB.logsumexp}
+)
 _WHERE_ARGS = ("condition", "input", "other")
 
 
@@ -109,6 +119,10 @@ class Lineage:
     factor: float = 1.0  # scalar factors met so far
     cap_input: float | None = None  # the factor at a tanh's input (soft-cap)
     mask: torch.Tensor | None = None  # positions a mask tensor masked, shaped like the tensor
+    # factors that differ per head (or batch element): shape (..., 1, 1), times ``factor``
+    head_factor: torch.Tensor | None = None
+    learned: bool = False  # a factor met so far is computed from a parameter (a temperature)
+    sink: torch.Tensor | None = None  # (k_len,) bool: key columns joined in as attention sinks
 
     def times(self, s: float) -> Lineage:
         return dataclasses.replace(self, factor=self.factor * s)
@@ -163,6 +177,24 @@ def _rearranged(
     return None
 
 
+def _per_head(b: object, x: torch.Tensor) -> torch.Tensor | None:
+    """A multiplier tensor constant over the last two axes (per head, per batch element)."""
+    if not isinstance(b, torch.Tensor) or not b.is_floating_point() or b.dim() < 2:
+        return None
+    if b.shape[-2:] != (1, 1) or b.dim() > x.dim():
+        return None
+    try:
+        torch.broadcast_shapes(b.shape, x.shape)  # type: ignore[no-untyped-call]
+    except RuntimeError:
+        return None
+    return b.detach()
+
+
+def _mean_factor(head_factor: torch.Tensor) -> float:
+    """The geometric mean of per-head factors' sizes, for where the heads cannot be told apart."""
+    return float(head_factor.abs().float().log().mean().exp())
+
+
 def _with_mask(lin: Lineage, positions: torch.Tensor | None, out: torch.Tensor) -> Lineage:
     """``lin`` carried to ``out``, with ``positions`` added to what it masked."""
     if positions is None and lin.mask is None:
@@ -203,10 +235,15 @@ class Lineages:
     ) -> None:
         """Carry the lineage of ``func``'s tracked input to ``out``, if it has one."""
         with torch._C.DisableTorchFunction():
+            if func in WRITE:
+                self._written(func, args, kwargs)
+                return
             if func in MUL or func in DIV:
                 lin = self._scaled(func, args, kwargs)
             elif func in ADD:
                 lin = self._added(func, args, kwargs, out)
+            elif func in CAT:
+                lin = self._joined(args, kwargs, out)
             else:
                 lin = self._moved(func, args, kwargs, out)
             if lin is None:
@@ -220,14 +257,25 @@ class Lineages:
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lineage | None:
         first, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "other")
-        if not isinstance(first, torch.Tensor) or not is_scalar(b):
+        if not isinstance(first, torch.Tensor) or not first.is_floating_point():
+            return None
+        if arg(args, kwargs, 2, "rounding_mode"):
+            return None
+        base = self.of(first) or Lineage(None)
+        learned = base.learned or (isinstance(b, torch.Tensor) and b.requires_grad)
+        if is_scalar(b):
+            s = value(b)
+            if s == 0 or not math.isfinite(s):
+                return None
+            lin = base.times(s if func in MUL else 1 / s)
+            return dataclasses.replace(lin, learned=learned)
+        per_head = _per_head(b, first)
+        if per_head is None:
             return None  # tensor by tensor (e.g. RoPE): not a scale, the lineage ends
-        if not first.is_floating_point() or arg(args, kwargs, 2, "rounding_mode"):
-            return None
-        s = value(b)
-        if s == 0 or not math.isfinite(s):
-            return None
-        return (self.of(first) or Lineage(None)).times(s if func in MUL else 1 / s)
+        per_head = per_head if func in MUL else 1 / per_head
+        if base.head_factor is not None:
+            per_head = base.head_factor * per_head
+        return dataclasses.replace(base, head_factor=per_head, learned=learned)
 
     def _added(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
@@ -255,9 +303,63 @@ class Lineages:
             if lin.cap_input is not None:
                 return None  # a second tanh: not a soft-cap
             return dataclasses.replace(lin, cap_input=lin.factor, factor=1.0)
+        if func in REDUCE:  # landmarks: a mean or sum of scaled q or k; of scores, not attention
+            return dataclasses.replace(lin, mask=None) if lin.product is None else None
+        if not isinstance(out, torch.Tensor) or not isinstance(first, torch.Tensor):
+            return lin
         if lin.mask is not None:
-            return dataclasses.replace(lin, mask=_rearranged(lin.mask, func, args, kwargs, out))
+            lin = dataclasses.replace(lin, mask=_rearranged(lin.mask, func, args, kwargs, out))
+        kept = first.shape[-3:] == out.shape[-3:]  # heads, rows and keys where they were
+        if lin.head_factor is not None and not kept:
+            lin = dataclasses.replace(lin, factor=lin.factor * _mean_factor(lin.head_factor))
+            lin = dataclasses.replace(lin, head_factor=None)
+        if lin.sink is not None and out.shape[-1:] != first.shape[-1:]:
+            lin = dataclasses.replace(lin, sink=None)
         return lin
+
+    def _joined(self, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Lineage | None:
+        """``cat`` of scores with other key columns (sinks) or with more scores (blocks)."""
+        parts, dim = arg(args, kwargs, 0, "tensors"), arg(args, kwargs, 1, "dim") or 0
+        if not isinstance(out, torch.Tensor) or not isinstance(parts, (list, tuple)):
+            return None
+        lins = [self.of(t) for t in parts]
+        first = next((x for x in lins if x is not None and x.product is not None), None)
+        if first is None:
+            return None
+        if dim % out.dim() != out.dim() - 1:  # blocks of rows or batch: all must be scores
+            return first if all(x is not None for x in lins) else None
+        masks, sinks = [], []
+        for t, lin in zip(parts, lins, strict=True):
+            shape = (*out.shape[:-1], t.shape[-1])
+            mask = lin.mask if lin is not None and lin.mask is not None else None
+            masks.append(torch.zeros(shape, dtype=torch.bool) if mask is None else mask)
+            sink = lin.sink if lin is not None and lin.sink is not None else None
+            untracked = torch.full((t.shape[-1],), lin is None)
+            sinks.append(untracked if sink is None else sink)
+        any_mask = any(lin is not None and lin.mask is not None for lin in lins)
+        mask = torch.cat(
+            [torch.broadcast_to(m, masks[0].shape[:-1] + m.shape[-1:]) for m in masks], -1
+        )
+        sink = torch.cat(sinks)
+        return dataclasses.replace(
+            first, mask=mask if any_mask else None, sink=sink if bool(sink.any()) else None
+        )
+
+    def _written(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> None:
+        """Scores written into a buffer: the buffer (and what it is a view of) takes their lineage."""
+        dst = arg(args, kwargs, 0, "input")
+        src = args[2] if func is _TB.__setitem__ and len(args) > 2 else arg(args, kwargs, 1, "src")
+        if func in (_TB.index_put_, torch.index_put):
+            src = arg(args, kwargs, 2, "values")
+        lin = self.of(src) if isinstance(src, torch.Tensor) else None
+        if lin is None or lin.product is None or not isinstance(dst, torch.Tensor):
+            return
+        written = dataclasses.replace(lin, mask=None, sink=None, head_factor=None)
+        for t in (dst, dst._base):
+            if isinstance(t, torch.Tensor) and self.of(t) is None:
+                self._of[t] = written
 
     def additive_mask(self, t: torch.Tensor) -> torch.Tensor:
         """Positions an additive tensor masks.
@@ -308,13 +410,31 @@ def einsum_operands(args: tuple[Any, ...]) -> tuple[str, list[Any]] | None:
     return args[0].replace(" ", ""), ops
 
 
-def einsum_layout(eq: str, a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int] | None:
-    """(whether a is the query side, head_dim) of a two-operand einsum, if it is q·kᵀ-like."""
-    if "->" not in eq or "." in eq:
-        return None
+def _without_ellipsis(eq: str, a: torch.Tensor, b: torch.Tensor) -> str | None:
+    """``eq`` with each ``...`` spelled out as letters it does not use (right-aligned)."""
+    if "..." not in eq:
+        return eq
     ins, out = eq.split("->")
     parts = ins.split(",")
-    if len(parts) != 2 or len(out) < 2:
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ" if c not in eq]
+    dims = [t.dim() - len(p.replace("...", "")) for p, t in zip(parts, (a, b), strict=True)]
+    if min(dims) < 0 or max(dims) > len(spare):
+        return None
+    batch = "".join(spare[: max(dims)])
+    parts = [p.replace("...", batch[len(batch) - n :]) for p, n in zip(parts, dims, strict=True)]
+    return ",".join(parts) + "->" + out.replace("...", batch)
+
+
+def einsum_layout(eq: str, a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int] | None:
+    """(whether a is the query side, head_dim) of a two-operand einsum, if it is q·kᵀ-like."""
+    if "->" not in eq or eq.count(",") != 1:
+        return None
+    spelled = _without_ellipsis(eq, a, b)
+    if spelled is None or "." in spelled:
+        return None
+    ins, out = spelled.split("->")
+    parts = ins.split(",")
+    if len(out) < 2:
         return None
     ia, ib = parts
     if len(ia) != a.dim() or len(ib) != b.dim():

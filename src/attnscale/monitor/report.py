@@ -59,6 +59,12 @@ class AttentionStats:
     below the ``mask_value`` threshold; ``-inf`` is always masked. ``mask_leak`` is the largest
     share of a row's probability that masked keys with a finite mask value still receive.
 
+    ``scale_per_head`` holds one scale per head where a multiplier tensor gave the heads
+    different ones (``scale`` is then their geometric mean); ``scale_learned`` says that a
+    factor on the way was computed from a parameter (a learnable temperature). Key columns
+    joined to the scores as attention sinks (``torch.cat`` with columns that are not
+    q·k) are left out of the key set; ``sink_share`` is the mean probability they take.
+
     ``nonfinite_logits`` counts NaN and $+\infty$ logits; ``nonfinite_outputs``
     counts query rows with at least one valid key whose attention weights (or
     output, for SDPA) hold a non-finite value. Rows with no valid key are
@@ -98,6 +104,9 @@ class AttentionStats:
     sampled_rows: int
     logit_grad_norm: float | None = None
     mask_leak: float = 0.0
+    scale_per_head: tuple[float, ...] | None = None
+    scale_learned: bool = False
+    sink_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""

@@ -15,6 +15,7 @@ def logit_stats(
     logits: torch.Tensor,
     *,
     mask: torch.Tensor | None = None,
+    sink: torch.Tensor | None = None,
     mask_value: float,
     saturation: float,
     outputs: torch.Tensor | None = None,
@@ -29,6 +30,9 @@ def logit_stats(
     mask : torch.Tensor, optional
         Boolean, shaped like ``logits``: the entries a mask tensor masked, whatever value it
         gave them. Without it, entries at or below ``mask_value`` count as masked.
+    sink : torch.Tensor, optional
+        Boolean over the last axis: columns joined to the keys as attention sinks. They are
+        left out of the key set; ``sink_share`` is the probability they take.
     mask_value, saturation : float
         The monitor's thresholds of the same names.
     outputs : torch.Tensor, optional
@@ -42,78 +46,28 @@ def logit_stats(
     """
     x = logits.detach().float()
     # every entry is exactly one of: valid, masked (by the mask tensor, or <= mask_value
-    # without one; -inf always), NaN or +inf
+    # without one; -inf always), a sink column, NaN or +inf
     masked = x <= mask_value if mask is None else (mask | (x == -math.inf)) & (x < math.inf)
-    invalid = masked | ~(x < math.inf)  # masked, NaN or +inf
+    sinks = torch.zeros_like(x, dtype=torch.bool) if sink is None else sink.expand_as(x) & ~masked
+    invalid = masked | sinks | ~(x < math.inf)
     count = (~invalid).sum(-1, dtype=torch.float32)  # (..., rows)
-    x0 = x.masked_fill(invalid, 0.0)
-    row_mean = x0.sum(-1, keepdim=True) / count.unsqueeze(-1).clamp_min(1)  # (..., rows, 1)
-    centred = (x0 - row_mean).masked_fill_(invalid, 0.0)
-    # softmax over the valid keys; entropy as lse - sum(p x) on max-centred logits, which
-    # needs no 0 * log 0 and cannot go negative (lse >= 0 and every centred logit is <= 0;
-    # uncentred, the two terms cancel in float32 for one-hot rows)
-    top = x.masked_fill(invalid, -math.inf).amax(-1, keepdim=True)
-    xc = (x0 - top.masked_fill(~torch.isfinite(top), 0.0)).masked_fill_(invalid, 0.0)
-    lse = torch.logsumexp(xc.masked_fill(invalid, -math.inf), dim=-1, keepdim=True)
-    p = (xc - lse).exp_().masked_fill_(invalid, 0.0)  # (..., rows, k_len); NaN in empty rows
-    ent = lse.squeeze(-1) - (p * xc).sum(-1)  # (..., rows)
-    # rows with one valid key are one-hot by construction: not evidence of saturation
-    live = count >= 2  # (..., rows)
-    zero = torch.zeros((), dtype=x.dtype, device=x.device)
-    frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
-    pmax = torch.where(live, p.max(-1).values, zero)  # (..., rows)
-    n_live = live.sum()
-    if x.dim() >= 3:
-        # mean normalized entropy per head: heads are the third-to-last axis
-        axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
-        heads_live = live.sum(dim=axes)
-        per_head = frac.sum(dim=axes) / heads_live.clamp_min(1)
-        min_head = torch.where(heads_live > 0, per_head, math.inf).min()
-    else:
-        min_head = frac.sum() / n_live.clamp_min(1)
+    out = _spread(x, invalid, count) | _probabilities(x, invalid, count, saturation)
     empty = count == 0  # (..., rows): no valid key at all
-    # the probability that masked keys with a finite value still get, in rows with a valid key
-    leaky = masked & torch.isfinite(x)
-    leak = zero
-    if bool(leaky.any()):
-        xf = x.masked_fill(~torch.isfinite(x), -math.inf)
-        lse_all = torch.logsumexp(xf, dim=-1)
-        lse_masked = torch.logsumexp(xf.masked_fill(~leaky, -math.inf), dim=-1)
-        leak = torch.where(empty, zero, (lse_masked - lse_all).exp().nan_to_num(0.0)).max()
     # a row's output is bad when it has a non-finite value; without the model's own
     # output, the softmax of the logits stands in for it
-    out = torch.softmax(x, dim=-1) if outputs is None else outputs.detach()
-    bad_out = ~torch.isfinite(out).all(-1)  # (..., rows)
-    # one transfer for all scalars (one device sync on GPU)
-    scalars = torch.stack(
+    weights = torch.softmax(x, dim=-1) if outputs is None else outputs.detach()
+    bad_out = ~torch.isfinite(weights).all(-1)  # (..., rows)
+    scalars = torch.stack(  # one transfer for all scalars (one device sync on GPU)
         [
-            count.sum(),
-            x0.sum(),
-            (centred * centred).sum(),
-            x0.abs().max() if x.numel() else zero,
-            torch.where(live, ent, zero).sum(),
-            frac.sum(),
-            min_head.to(x.dtype),
-            pmax.sum(),
-            ((pmax > saturation) & live).sum().to(x.dtype),
-            torch.count_nonzero(masked).to(x.dtype),
-            n_live.to(x.dtype),
-            empty.sum().to(x.dtype),
-            (empty & bad_out).sum().to(x.dtype),
-            (~empty & bad_out).sum().to(x.dtype),
-            leak,
+            torch.count_nonzero(masked).float(),
+            empty.sum().float(),
+            (empty & bad_out).sum().float(),
+            (~empty & bad_out).sum().float(),
+            _share(x, masked & torch.isfinite(x), empty).max() if x.numel() else x.new_zeros(()),
+            _share(x, sinks, empty).sum() / (~empty).sum().clamp_min(1),
         ]
     ).tolist()
-    (tot, xsum, sq, max_abs, ent_sum, frac_sum, min_head_f, pmax_sum, sat, masked, n_rows) = (
-        scalars[:11]
-    )
-    n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[11:14])
-    nonfinite = x.numel() - int(tot) - int(masked)
-    if tot > 0:
-        logit_mean, logit_std = xsum / tot, math.sqrt(sq / tot)
-    else:
-        logit_mean = logit_std = max_abs = math.nan
-    nan = math.nan
+    n_masked, n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[:4])
     first: tuple[int, ...] | None = None
     if n_empty:
         idx = [int(i) for i in empty.nonzero()[0]]
@@ -121,23 +75,97 @@ def logit_stats(
             idx[-1] = int(rows[idx[-1]])
         first = tuple(idx)
     return {
-        "logit_mean": logit_mean,
-        "logit_std": logit_std,
-        "max_abs_logit": max_abs,
+        **out,
+        "masked_fraction": n_masked / max(x.numel(), 1),
+        "mask_leak": scalars[4],
+        "sink_share": scalars[5] if sink is not None else None,
+        "masked_rows": n_empty,
+        "masked_rows_nonfinite": n_empty_bad,
+        "first_masked_row": first,
+        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(sinks.sum()),
+        "nonfinite_outputs": n_live_bad,
+        "sampled_rows": int(count.numel()),
+    }
+
+
+def _spread(x: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor) -> dict[str, float]:
+    """Mean, within-row standard deviation and largest size of the valid logits."""
+    x0 = x.masked_fill(invalid, 0.0)
+    row_mean = x0.sum(-1, keepdim=True) / count.unsqueeze(-1).clamp_min(1)  # (..., rows, 1)
+    centred = (x0 - row_mean).masked_fill_(invalid, 0.0)
+    tot, xsum, sq, max_abs = torch.stack(
+        [
+            count.sum(),
+            x0.sum(),
+            (centred * centred).sum(),
+            x0.abs().max() if x.numel() else _zero(x),
+        ]
+    ).tolist()
+    if tot == 0:
+        return {"logit_mean": math.nan, "logit_std": math.nan, "max_abs_logit": math.nan}
+    return {"logit_mean": xsum / tot, "logit_std": math.sqrt(sq / tot), "max_abs_logit": max_abs}
+
+
+def _zero(x: torch.Tensor) -> torch.Tensor:
+    return torch.zeros((), dtype=x.dtype, device=x.device)
+
+
+def _probabilities(
+    x: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor, saturation: float
+) -> dict[str, float]:
+    """Entropy, largest probability and saturation of the softmax over the valid keys."""
+    # entropy as lse - sum(p x) on max-centred logits, which needs no 0 * log 0 and cannot
+    # go negative (lse >= 0 and every centred logit is <= 0; uncentred, the two terms cancel
+    # in float32 for one-hot rows)
+    top = x.masked_fill(invalid, -math.inf).amax(-1, keepdim=True)
+    xc = (x - top.masked_fill(~torch.isfinite(top), 0.0)).masked_fill_(invalid, 0.0)
+    lse = torch.logsumexp(xc.masked_fill(invalid, -math.inf), dim=-1, keepdim=True)
+    p = (xc - lse).exp_().masked_fill_(invalid, 0.0)  # (..., rows, k_len); NaN in empty rows
+    ent = lse.squeeze(-1) - (p * xc).sum(-1)  # (..., rows)
+    # rows with one valid key are one-hot by construction: not evidence of saturation
+    live = count >= 2  # (..., rows)
+    zero = _zero(x)
+    frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
+    pmax = torch.where(live, p.max(-1).values, zero)  # (..., rows)
+    if x.dim() >= 3:
+        # mean normalized entropy per head: heads are the third-to-last axis
+        axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
+        heads_live = live.sum(dim=axes)
+        per_head = frac.sum(dim=axes) / heads_live.clamp_min(1)
+        min_head = torch.where(heads_live > 0, per_head, math.inf).min()
+    else:
+        min_head = frac.sum() / live.sum().clamp_min(1)
+    n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
+        [
+            live.sum().to(x.dtype),
+            torch.where(live, ent, zero).sum(),
+            frac.sum(),
+            min_head.to(x.dtype),
+            pmax.sum(),
+            ((pmax > saturation) & live).sum().to(x.dtype),
+        ]
+    ).tolist()
+    nan = math.nan
+    return {
         "entropy": ent_sum / n_rows if n_rows else nan,
         "normalized_entropy": frac_sum / n_rows if n_rows else nan,
         "min_head_normalized_entropy": min_head_f if n_rows else nan,
         "max_probability": pmax_sum / n_rows if n_rows else nan,
         "saturated_fraction": sat / n_rows if n_rows else 0.0,
-        "masked_fraction": masked / max(x.numel(), 1),
-        "mask_leak": scalars[14],
-        "masked_rows": n_empty,
-        "masked_rows_nonfinite": n_empty_bad,
-        "first_masked_row": first,
-        "nonfinite_logits": nonfinite,
-        "nonfinite_outputs": n_live_bad,
-        "sampled_rows": int(count.numel()),
     }
+
+
+def _share(x: torch.Tensor, which: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:
+    """Per row, the probability that the entries ``which`` take in the softmax over every
+    finite logit; 0 in rows with no valid key."""
+    zero = _zero(x)
+    if not bool(which.any()):
+        return zero.expand(empty.shape)
+    xf = x.masked_fill(~torch.isfinite(x), -math.inf)
+    share = (
+        torch.logsumexp(xf.masked_fill(~which, -math.inf), dim=-1) - torch.logsumexp(xf, dim=-1)
+    ).exp()
+    return torch.where(empty, zero, share.nan_to_num(0.0))
 
 
 def tensor_std(t: torch.Tensor | None, max_elements: int = 1 << 16) -> float | None:

@@ -1,0 +1,143 @@
+"""Attention written in the ways real code writes it: each is seen, with its scale."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attnscale import AttentionMonitor, MonitorReport
+
+B, H, N, D = 2, 4, 16, 32
+SCALE = D**-0.5
+
+
+def _qkv(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return tuple(torch.randn(B, H, N, D, generator=g) for _ in range(3))  # type: ignore[return-value]
+
+
+def _report(fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], object]) -> MonitorReport:
+    q, k, v = _qkv()
+    with AttentionMonitor() as mon:
+        fn(q, k, v)
+    return mon.report()
+
+
+def _exp_minus_logsumexp(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    s = q @ k.transpose(-2, -1) * SCALE
+    return torch.exp(s - torch.logsumexp(s, dim=-1, keepdim=True)) @ v
+
+
+def _log_softmax(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    return F.log_softmax(q @ k.transpose(-2, -1) * SCALE, dim=-1).exp() @ v
+
+
+def _ellipsis_einsum(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    s = torch.einsum("...id,...jd->...ij", q, k) * SCALE
+    return torch.einsum("...ij,...jd->...id", s.softmax(-1), v)
+
+
+def _per_head_multiplier(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    scale = torch.full((1, H, 1, 1), SCALE)  # one multiplier per head, equal here
+    return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
+
+
+def _scaled_landmarks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    """Nyströmformer-style: q scaled, then averaged over groups of 4 positions."""
+    q_land = (q * SCALE).reshape(B, H, N // 4, 4, D).mean(-2)  # (B, H, N/4, D)
+    return torch.softmax(q_land @ k.transpose(-2, -1), dim=-1) @ v
+
+
+def _buffer_filled_by_copy(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    """Sliding-window style: scores written into a -inf buffer, then the softmax."""
+    s = q @ k.transpose(-2, -1) * SCALE
+    buf = torch.full_like(s, -math.inf)
+    buf[..., : N // 2, : N // 2].copy_(s[..., : N // 2, : N // 2])
+    buf[..., N // 2 :, :] = s[..., N // 2 :, :]
+    return torch.softmax(buf, dim=-1) @ v
+
+
+def _multi_head_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(H * D, H)
+    x = q.permute(2, 0, 1, 3).reshape(N, B, H * D)  # (L, B, E)
+    return F.multi_head_attention_forward(
+        x,
+        x,
+        x,
+        H * D,
+        H,
+        mha.in_proj_weight,
+        mha.in_proj_bias,
+        None,
+        None,
+        False,
+        0.0,
+        mha.out_proj.weight,
+        mha.out_proj.bias,
+        need_weights=False,
+    )
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        _exp_minus_logsumexp,
+        _log_softmax,
+        _ellipsis_einsum,
+        _per_head_multiplier,
+        _scaled_landmarks,
+        _buffer_filled_by_copy,
+        _multi_head_attention_forward,
+    ],
+)
+def test_every_spelling_is_seen_with_its_scale(fn: Callable[..., object]) -> None:
+    report = _report(fn)
+    (record,) = report.records
+    stats = record.last
+    assert stats.scale == pytest.approx(SCALE, rel=1e-6), str(report)
+    assert stats.head_dim == D
+    assert report.codes("warning") == set(), str(report)
+
+
+def test_a_buffer_keeps_its_masked_positions_out_of_the_statistics() -> None:
+    stats = _report(_buffer_filled_by_copy).records[0].last
+    assert stats.masked_fraction == pytest.approx(0.25)  # one quarter of the buffer never written
+    assert stats.logit_std < 2.0
+
+
+def test_unequal_per_head_multipliers_are_each_read() -> None:
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+        scale = torch.tensor([1.0, 1.0, 1.0, 8.0]).view(1, H, 1, 1) * SCALE  # head 3: 8x
+        return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
+
+    report = _report(fn)
+    stats = report.records[0].last
+    assert stats.scale_per_head == pytest.approx((SCALE, SCALE, SCALE, 8 * SCALE))
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert "head 3" in finding.message
+
+
+def test_an_attention_sink_column_is_reported_as_such() -> None:
+    """gpt-oss style: a learned sink logit per head joins the keys, then is dropped."""
+    sink = torch.full((1, H, 1, 1), 2.0)
+
+    def fn(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+        s = q @ k.transpose(-2, -1) * SCALE
+        s = torch.cat([s, sink.expand(B, H, N, 1)], dim=-1)
+        return torch.softmax(s, dim=-1)[..., :-1] @ v
+
+    report = _report(fn)
+    stats = report.records[0].last
+    assert stats.scale == pytest.approx(SCALE)
+    q, k, _ = _qkv()
+    s = torch.cat([q @ k.transpose(-2, -1) * SCALE, sink.expand(B, H, N, 1)], dim=-1)
+    share = torch.softmax(s, dim=-1)[..., -1].mean()
+    assert stats.sink_share == pytest.approx(float(share), rel=1e-4)
+    assert stats.masked_fraction == 0.0
+    assert report.codes("warning") == set(), str(report)
