@@ -3,9 +3,7 @@
 Each case of ``attnscale._docs.real_bugs`` reproduces the code path of one public issue or
 pull request. The target: every bug's reported version gets a scaling finding (warning or
 worse) and its fixed version gets no warning at all; neither version of a trap (a
-deliberate design that looks like a bug) gets any warning. The cases the current monitor
-gets wrong are strict xfails whose reason says what it does wrong: each is a to-do for the
-monitor, and turns into a failure (XPASS) once the monitor is fixed, so the mark must go.
+deliberate design that looks like a bug) gets any warning.
 """
 
 from __future__ import annotations
@@ -21,18 +19,6 @@ from attnscale._docs.real_bugs import CASES, Case
 
 # the finding codes that say "the scale is wrong" (rather than "the logits are large")
 SCALING_CODES = frozenset({"scale-mismatch", "fp16-overflow-risk", "non-finite"})
-
-# case name -> what the current monitor does wrong on it
-KNOWN_MISSES: dict[str, str] = {
-    "maxtext_mla_inverted_dot_product_kernel": (
-        "attention is only recognised at a softmax call (or sdpa / nn.MultiheadAttention); "
-        "MaxText's dot_product kernel normalises by hand (exp(s - rowmax), weighted values, "
-        "division by the row sum), so nothing is measured: both versions get only a "
-        "no-attention warning, and the buggy q / softmax_scale (a scale of qk_head_dim "
-        "instead of its inverse square root) goes unreported"
-    ),
-}
-
 
 # The likely cause a scale-mismatch finding gives for a bug's reported version, where the
 # thread leaves no doubt about it: case name -> (pattern every such message must match,
@@ -52,30 +38,6 @@ CAUSES: dict[str, tuple[str, str | None]] = {
     "lecture_gpt_scale_from_n_embd": (r"instead of √16", r"layer index"),
 }
 
-# case name -> what the current monitor's likely-cause text gets wrong on it
-WRONG_CAUSES: dict[str, str] = {
-    "maxtext_mla_inverted_softmax_scale": (
-        "an inverted scale (scores multiplied by sqrt(head_dim), ratio = head_dim) is "
-        "reported as 'divided by √0.03125 instead of √32: computed from another size'; no "
-        "cause names a scale multiplied where it should divide"
-    ),
-    "perceiver_io_divides_by_scale": (
-        "dividing by head_dim**-0.5 (ratio = head_dim) is reported as 'divided by √0.0625 "
-        "instead of √16: computed from another size' instead of as an inverted scale"
-    ),
-    "cntkx_scale_without_sqrt": (
-        "a scale of 1/head_dim is only explained as double scaling ('applied twice, once to q "
-        "and once to the product'); nothing is applied twice here, the square root of d_k "
-        "was left out, and no cause says so"
-    ),
-    "lecture_gpt_scale_from_n_embd": (
-        "in the site 'heads.1' the last number is read as a layer index: the message blames "
-        "GPT-2's 1/(layer index + 1) and drops the right cause ('divided by √64 instead of "
-        "√16') that the sites heads.0, heads.2 and heads.3 get; a number under a module list "
-        "of heads (or any non-layer list) is not a layer index"
-    ),
-}
-
 
 def _report(case: Case, fixed: bool) -> MonitorReport:
     model = case.build(fixed)
@@ -85,14 +47,7 @@ def _report(case: Case, fixed: bool) -> MonitorReport:
 
 
 def _cases(kind: str) -> list[object]:
-    params: list[object] = []
-    for case in CASES:
-        if case.kind != kind:
-            continue
-        reason = KNOWN_MISSES.get(case.name)
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        params.append(pytest.param(case, id=case.name, marks=marks))
-    return params
+    return [pytest.param(c, id=c.name) for c in CASES if c.kind == kind]
 
 
 @pytest.mark.parametrize("case", _cases("bug"))
@@ -105,12 +60,7 @@ def test_bug_is_flagged_and_its_fix_is_not(case: Case) -> None:
 
 def _cause_params() -> list[object]:
     by_name = {c.name: c for c in CASES}
-    params: list[object] = []
-    for name, (must, must_not) in CAUSES.items():
-        reason = WRONG_CAUSES.get(name)
-        marks = [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-        params.append(pytest.param(by_name[name], must, must_not, id=name, marks=marks))
-    return params
+    return [pytest.param(by_name[n], *CAUSES[n], id=n) for n in CAUSES]
 
 
 @pytest.mark.parametrize(("case", "must", "must_not"), _cause_params())
@@ -169,6 +119,5 @@ def test_catalogue() -> None:
     assert len(set(names)) == len(names)
     assert sum(c.kind == "bug" for c in CASES) >= 14
     assert sum(c.kind == "trap" for c in CASES) >= 4
-    assert set(KNOWN_MISSES) <= set(names)
-    assert set(WRONG_CAUSES) <= set(CAUSES) <= set(names)
+    assert set(CAUSES) <= set(names)
     assert all(next(c for c in CASES if c.name == n).expected_scale is None for n in CAUSES)

@@ -49,6 +49,7 @@ from torch.overrides import TorchFunctionMode
 from . import adapters
 from .hooks import REGISTRY, set_stack, stack_snapshot
 from .lineage import (
+    EXP,
     FOLLOWED,
     LOG_SOFTMAX,
     PRODUCT,
@@ -103,6 +104,8 @@ class Capture(TorchFunctionMode):
         self.active = False
         self.lineages = Lineages(mask_value)
         self._recent: collections.deque[Product] = collections.deque(maxlen=4)
+        # products already measured at a softmax: an exp after their logsumexp is the same call
+        self._measured: collections.deque[Product] = collections.deque(maxlen=16)
         self._param_ptrs: dict[int, set[int]] = {}
 
     # -- life cycle -------------------------------------------------------
@@ -320,13 +323,20 @@ class Capture(TorchFunctionMode):
         x, dim = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "dim")
         if isinstance(dim, (tuple, list)) and len(dim) == 1:  # logsumexp(x, [-1])
             dim = dim[0]
+        if func in EXP:  # elementwise: the normalisation over the keys follows by hand
+            dim = -1
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
             return
         if dim not in (-1, x.dim() - 1):
             return
         lin = self.lineages.of(x)
+        if func in EXP and (lin is None or lin.product is None):
+            return  # exp of anything but scores is no softmax
         if lin is not None and lin.product is not None:
+            if func in EXP and any(p is lin.product for p in self._measured):
+                return  # exp(x - logsumexp(x)): measured at the logsumexp
             product, read = lin.product, _read_scale(lin, x)
+            self._measured.append(product)
         else:
             found = next((p for p in reversed(self._recent) if p.out.shape == x.shape), None)
             if found is None:
@@ -554,7 +564,7 @@ def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:
 _Handler = Callable[[Capture, str, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any], None]
 _HANDLERS: dict[Any, tuple[str, _Handler]] = {
     **dict.fromkeys(PRODUCT, ("product", Capture._on_product)),
-    **dict.fromkeys(SOFTMAX | LOG_SOFTMAX, ("softmax(QK^T)", Capture._on_softmax)),
+    **dict.fromkeys(SOFTMAX | LOG_SOFTMAX | EXP, ("softmax(QK^T)", Capture._on_softmax)),
     F.scaled_dot_product_attention: (
         "sdpa",
         lambda c, where, func, args, kwargs, out: adapters.on_sdpa(c, where, args, kwargs, out),

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Mapping
 
 from .report import GUIDE_URL, AttentionStats, Finding, Severity
@@ -72,9 +71,15 @@ def _near(x: float, y: float) -> bool:
 
 
 def _layer_index(where: str) -> int | None:
-    """The last numeric component of a module path (``h.3.attn`` -> 3), if any."""
-    found = re.findall(r"(?:^|\.)(\d+)(?=\.|$|#)", where)
-    return int(found[-1]) if found else None
+    """The last numeric component of a module path (``h.3.attn`` -> 3), if it numbers layers.
+
+    A number in a list of heads (``heads.1``) numbers heads, not layers.
+    """
+    parts = where.split("#")[0].split(".")
+    numbers = [i for i, part in enumerate(parts) if part.isdigit()]
+    if not numbers or (numbers[-1] > 0 and "head" in parts[numbers[-1] - 1].lower()):
+        return None
+    return int(parts[numbers[-1]])
 
 
 def likely_causes(ratio: float, head_dim: int, num_heads: int | None, where: str) -> list[str]:
@@ -82,11 +87,17 @@ def likely_causes(ratio: float, head_dim: int, num_heads: int | None, where: str
     causes = []
     if _near(ratio, math.sqrt(head_dim)):
         causes.append("no scale at all: q·kᵀ reaches the softmax unscaled")
+    if _near(ratio, head_dim):
+        causes.append(
+            "an inverted scale: the scores are multiplied by √head_dim where they should be "
+            "divided by it (e.g. divided by a scale that already is 1/√head_dim)"
+        )
     if _near(ratio, 1 / math.sqrt(head_dim)):
         causes.append(
             "double scaling: 1/√head_dim is applied twice, once to q (or k) and once "
             "to the product, for a total of 1/head_dim"
         )
+        causes.append("the square root left out: the scores are divided by head_dim, not √head_dim")
     if num_heads and num_heads > 1 and _near(ratio, 1 / math.sqrt(num_heads)):
         causes.append(
             f"the scores are divided by √d_model = √({num_heads}·{head_dim}) instead of √head_dim"

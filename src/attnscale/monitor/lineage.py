@@ -19,7 +19,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["FOLLOWED", "LOG_SOFTMAX", "PRODUCT", "SOFTMAX", "Lineage", "Lineages", "Product"]
+__all__ = ["EXP", "FOLLOWED", "LOG_SOFTMAX", "PRODUCT", "SOFTMAX", "Lineage", "Lineages", "Product"]
 
 _TB = torch._C.TensorBase
 
@@ -93,6 +93,8 @@ PRODUCT = frozenset(
 )
 #: Softmax spellings.
 SOFTMAX = frozenset({torch.softmax, _TB.softmax, F.softmax})
+#: A softmax written out: ``exp`` of the scores, normalised by hand afterwards.
+EXP = frozenset({torch.exp, _TB.exp})
 #: A softmax written through its logarithm: ``log_softmax``, or ``exp(x - logsumexp(x))``.
 LOG_SOFTMAX = frozenset(
     {torch.log_softmax, _TB.log_softmax, F.log_softmax, torch.logsumexp, _TB.logsumexp}
