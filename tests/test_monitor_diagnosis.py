@@ -166,3 +166,38 @@ def test_no_attention_is_a_warning_with_its_reason() -> None:
     assert unmatched.severity == "warning"
     assert "3 softmax calls" in unmatched.message
     assert "ran inside the with-block" in no_attention(0).message
+
+
+def test_a_bug_in_every_layer_is_one_finding_at_one_severity() -> None:
+    """12 layers without the scale: one finding listing the 12 sites, not 12 paragraphs split
+    into errors and warnings by the logit spread of each layer."""
+    import torch
+    from torch import nn
+
+    from attnscale import AttentionMonitor
+
+    class Layer(nn.Module):
+        def __init__(self, gain: float) -> None:
+            super().__init__()
+            self.qk = nn.Linear(64, 128)
+            nn.init.normal_(self.qk.weight, std=gain / 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k = self.qk(x).view(2, 10, 2, 4, 16).permute(2, 0, 3, 1, 4)
+            return torch.softmax(q @ k.transpose(-2, -1), dim=-1) @ q  # no 1/sqrt(16)
+
+    torch.manual_seed(0)
+    # logit spreads either side of max_logit_std across the layers
+    model = nn.Sequential(*(Layer(gain) for gain in torch.linspace(0.5, 2.0, 12).tolist()))
+    with AttentionMonitor(model) as mon:
+        for layer in model:
+            layer(torch.randn(2, 10, 64))
+    report = mon.report()
+    spreads = [r.last.logit_std for r in report.records]
+    assert min(spreads) < THRESHOLDS["max_logit_std"] < max(spreads)
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert finding.sites == tuple(str(i) for i in range(12))
+    assert finding.severity == "error"
+    assert report.record(finding.where).last.logit_std > THRESHOLDS["max_logit_std"]
+    assert "Seen at 12 sites ({0-11})" in finding.message
+    assert "12 sites: {0-11}" in str(report)

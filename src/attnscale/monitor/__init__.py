@@ -24,7 +24,7 @@ from torch import nn
 
 from .. import _checks
 from .capture import Capture
-from .diagnosis import GUIDE_PAGES, THRESHOLDS, compiled, diagnose, no_attention
+from .diagnosis import GUIDE_PAGES, THRESHOLDS, compiled, diagnose, grouped, no_attention
 from .report import (
     GUIDE_URL,
     SEVERITY_RANK,
@@ -210,7 +210,7 @@ class AttentionMonitor:
         if capture is None:
             return MonitorReport(records=[], findings=[no_attention(0)])
         records = list(capture.records.values())
-        findings: list[Finding] = []
+        per_site: list[tuple[Finding, AttentionStats]] = []
         for r in records:
             worst: dict[str, Finding] = {}
             for s in r.series:
@@ -219,7 +219,8 @@ class AttentionMonitor:
                     old = worst.get(f.code)
                     if old is None or SEVERITY_RANK[f.severity] >= SEVERITY_RANK[old.severity]:
                         worst[f.code] = f
-            findings.extend(worst.values())
+            per_site.extend((f, r.series[f.step or 0]) for f in worst.values())
+        findings = grouped(per_site)
         for where, msg in capture.errors:
             findings.append(
                 Finding(

@@ -12,9 +12,9 @@ import dataclasses
 import math
 from collections.abc import Mapping
 
-from .report import GUIDE_URL, AttentionStats, Finding, Severity
+from .report import GUIDE_URL, SEVERITY_RANK, AttentionStats, Finding, Severity, compact
 
-__all__ = ["GUIDE_PAGES", "THRESHOLDS", "compiled", "diagnose", "no_attention"]
+__all__ = ["GUIDE_PAGES", "THRESHOLDS", "compiled", "diagnose", "grouped", "no_attention"]
 
 GUIDE_PAGES = {
     "scale-mismatch": "plot_01_scale_bugs/",
@@ -410,3 +410,29 @@ def compiled(where: str, calls: int) -> Finding:
         f"cm = torch.compile(model), run model, or cm._orig_mod) for a step or two, then "
         f"train compiled. {_link('compiled')}",
     )
+
+
+def grouped(findings: list[tuple[Finding, AttentionStats]]) -> list[Finding]:
+    """One finding per bug: the findings of every site, grouped.
+
+    A scale mismatch groups with the sites whose scale, head size and way of reading the
+    scale are the same (the same bug, repeated layer after layer); any other code groups
+    with every site of that code. The group takes the highest severity among its sites and
+    quotes the statistics of the first site at that severity.
+    """
+    groups: dict[tuple[object, ...], list[Finding]] = {}
+    for f, s in findings:
+        key: tuple[object, ...] = (f.code,)
+        if f.code == "scale-mismatch":
+            key += (f"{s.scale:.4g}", s.head_dim, s.scale_source, f.severity == "info")
+        groups.setdefault(key, []).append(f)
+    out = []
+    for members in groups.values():
+        top = max(SEVERITY_RANK[f.severity] for f in members)
+        lead = next(f for f in members if SEVERITY_RANK[f.severity] == top)
+        sites = tuple(dict.fromkeys(f.where for f in members))
+        message = lead.message
+        if len(sites) > 1:
+            message = f"Seen at {len(sites)} sites ({compact(sites)}); at {lead.where}: {message}"
+        out.append(dataclasses.replace(lead, message=message, sites=sites))
+    return out

@@ -178,6 +178,10 @@ class Finding:
     step : int or None
         The call (step) of the site whose statistics gave the finding; ``None`` for
         findings about the model as a whole.
+    sites : tuple of str
+        Every site with the same finding (the same bug repeated in every layer is one
+        finding); ``where`` is the one whose statistics the message quotes, at the
+        highest severity among them. Empty for findings about the model as a whole.
     """
 
     code: str
@@ -185,10 +189,12 @@ class Finding:
     where: str
     message: str
     step: int | None = None
+    sites: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the finding as a dict (``step`` an int or ``None``, the rest strings)."""
-        return dataclasses.asdict(self)
+        """Return the finding as a dict (``step`` an int or ``None``, ``sites`` a list, the
+        rest strings)."""
+        return {**dataclasses.asdict(self), "sites": list(self.sites)}
 
 
 @dataclasses.dataclass
@@ -279,9 +285,36 @@ class MonitorReport:
             lines.append("No findings.")
         for f in self.findings:
             step = "" if f.step is None else f" (step {f.step})"
-            lines.append(f"[{f.severity.upper()}] {f.code} at {f.where}{step}:")
+            where = f.where if len(f.sites) <= 1 else f"{len(f.sites)} sites: {compact(f.sites)}"
+            lines.append(f"[{f.severity.upper()}] {f.code} at {where}{step}:")
             lines.append(f"    {f.message}")
         return "\n".join(lines)
+
+
+def compact(sites: tuple[str, ...] | list[str]) -> str:
+    """Site names with runs of layer numbers folded: ``h.{0-11}.attn``."""
+    groups: dict[str, list[int]] = {}
+    plain: list[str] = []
+    for site in sites:
+        parts = site.split(".")
+        numbered = [i for i, part in enumerate(parts) if part.isdigit()]
+        if not numbered:
+            plain.append(site)
+            continue
+        i = numbered[-1]
+        template = ".".join([*parts[:i], "{}", *parts[i + 1 :]])
+        groups.setdefault(template, []).append(int(parts[i]))
+    out = list(plain)
+    for template, numbers in groups.items():
+        numbers = sorted(set(numbers))
+        runs, start = [], numbers[0]
+        for a, b in zip(numbers, [*numbers[1:], None], strict=True):
+            if b != a + 1:
+                runs.append(str(start) if start == a else f"{start}-{a}")
+                start = b if b is not None else start
+        label = runs[0] if len(numbers) == 1 else "{" + ",".join(runs) + "}"
+        out.append(template.replace("{}", label))
+    return ", ".join(out)
 
 
 def _clip(s: str, n: int) -> str:
