@@ -77,7 +77,7 @@ def train(budget: dict[str, Any], seed: int, device: str) -> dict[str, np.ndarra
 
     def schedule(t: int) -> float:  # multiplier of step t + 1
         if t < warmup:
-            return (t + 1) / warmup
+            return (t + 1) / warmup  # type: ignore[no-any-return]
         return 0.5 * (1 + math.cos(math.pi * (t - warmup) / (steps - warmup)))
 
     sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
@@ -90,7 +90,7 @@ def train(budget: dict[str, Any], seed: int, device: str) -> dict[str, np.ndarra
         loss = F.cross_entropy(model(x).logits.reshape(-1, VOCAB), y.reshape(-1))
         losses[t] = float(loss.detach())
         opt.zero_grad(set_to_none=True)
-        loss.backward()
+        loss.backward()  # type: ignore[no-untyped-call]
         opt.step()
         sched.step()
     return {
