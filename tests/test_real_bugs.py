@@ -14,11 +14,8 @@ import pytest
 import torch
 from torch import nn
 
-from attnscale import AttentionMonitor, MonitorReport
-from attnscale._docs.real_bugs import CASES, Case
-
-# the finding codes that say "the scale is wrong" (rather than "the logits are large")
-SCALING_CODES = frozenset({"scale-mismatch", "fp16-overflow-risk", "non-finite"})
+from attnscale._docs import real_bugs
+from attnscale._docs.real_bugs import CASES, SCALING_CODES, Case
 
 # The likely cause a scale-mismatch finding gives for a bug's reported version, where the
 # thread leaves no doubt about it: case name -> (pattern every such message must match,
@@ -39,22 +36,15 @@ CAUSES: dict[str, tuple[str, str | None]] = {
 }
 
 
-def _report(case: Case, fixed: bool) -> MonitorReport:
-    model = case.build(fixed)
-    with AttentionMonitor(model, expected_scale=case.expected_scale) as monitor:
-        model(*case.inputs(torch.Generator().manual_seed(0)))
-    return monitor.report()
-
-
 def _cases(kind: str) -> list[object]:
     return [pytest.param(c, id=c.name) for c in CASES if c.kind == kind]
 
 
 @pytest.mark.parametrize("case", _cases("bug"))
 def test_bug_is_flagged_and_its_fix_is_not(case: Case) -> None:
-    buggy = _report(case, fixed=False)
+    buggy = real_bugs.report(case, fixed=False)
     assert buggy.codes("warning") & SCALING_CODES, f"{case.title}: bug not flagged\n{buggy}"
-    fixed = _report(case, fixed=True)
+    fixed = real_bugs.report(case, fixed=True)
     assert not fixed.codes("warning"), f"{case.title}: the fixed code is flagged\n{fixed}"
 
 
@@ -65,7 +55,7 @@ def _cause_params() -> list[object]:
 
 @pytest.mark.parametrize(("case", "must", "must_not"), _cause_params())
 def test_likely_cause_names_the_bug(case: Case, must: str, must_not: str | None) -> None:
-    report = _report(case, fixed=False)
+    report = real_bugs.report(case, fixed=False)
     messages = [
         f.message
         for f in report.findings
@@ -81,7 +71,7 @@ def test_likely_cause_names_the_bug(case: Case, must: str, must_not: str | None)
 @pytest.mark.parametrize("case", _cases("trap"))
 def test_trap_is_not_flagged(case: Case) -> None:
     for fixed in (False, True):
-        report = _report(case, fixed)
+        report = real_bugs.report(case, fixed)
         assert not report.codes("warning"), f"{case.title}: flagged\n{report}"
 
 

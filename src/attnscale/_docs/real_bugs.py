@@ -33,7 +33,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-__all__ = ["CASES", "Case"]
+from ..monitor import AttentionMonitor, MonitorReport
+
+__all__ = ["CASES", "SCALING_CODES", "Case", "outcome", "report"]
 
 
 @dataclass(frozen=True)
@@ -1023,3 +1025,20 @@ CASES: list[Case] = [
         inputs=_randn((16, 64)),
     ),
 ]
+
+
+#: The finding codes that say "the scale is wrong" (rather than "the logits are large").
+SCALING_CODES = frozenset({"scale-mismatch", "fp16-overflow-risk", "non-finite"})
+
+
+def report(case: Case, fixed: bool) -> MonitorReport:
+    """The monitor's report on one version of a case (its example inputs, seed 0)."""
+    model = case.build(fixed)
+    with AttentionMonitor(model, expected_scale=case.expected_scale) as monitor:
+        model(*case.inputs(torch.Generator().manual_seed(0)))
+    return monitor.report()
+
+
+def outcome(case: Case) -> tuple[set[str], set[str]]:
+    """The finding codes at warning or above on the reported and on the fixed version."""
+    return report(case, False).codes("warning"), report(case, True).codes("warning")

@@ -1,0 +1,104 @@
+r"""
+# Real scaling bugs, caught
+
+The other pages of this section plant bugs in code written for them. This one turns to bugs
+that people actually shipped: each case below follows the code path of one public issue or
+pull request, in `transformers`, `llama.cpp`, MaxText, x-transformers and other projects,
+and reproduces it in a small module written for this guide (same projections and head
+split, the scale applied at the same place, through `F.scaled_dot_product_attention` or by
+hand, with seeded random weights), once as reported and once as fixed. Next to them are
+*traps*: deliberate designs that look like scaling bugs (the scale split as $d^{-1/4}$ on q
+and on k, the scale folded into T5's initialisation, Megatron's query-key layer scaling)
+and must not be flagged.
+
+The rule, declared before the results: a bug is **caught** when the monitor reports a
+scaling finding (`scale-mismatch`, `fp16-overflow-risk` or `non-finite`) at warning or above
+on the reported code, and nothing at warning or above on the fix. A trap is **passed** when
+neither version gets any warning.
+"""
+
+# %%
+import collections
+
+from attnscale._docs.real_bugs import CASES, SCALING_CODES, outcome
+from attnscale._docs.tables import Table
+
+results = {case.name: outcome(case) for case in CASES}
+
+# %%
+# ## The bugs
+#
+# Each row links to the thread; the last two columns list what the monitor reported at
+# warning or above on the code as reported and as fixed. Where the intended scale is a
+# choice the monitor cannot know (a config value, a published model's own scale), the case
+# declares it with `AttentionMonitor(expected_scale=...)`, as a user would; the column says so.
+
+# %%
+bugs = [c for c in CASES if c.kind == "bug"]
+Table(
+    ["bug", "project", "declared scale", "reported: findings", "fixed: findings", "caught"],
+    [
+        [
+            c.title,
+            c.project,
+            "-" if c.expected_scale is None else f"{c.expected_scale:.4g}",
+            ", ".join(sorted(results[c.name][0])) or "none",
+            ", ".join(sorted(results[c.name][1])) or "none",
+            "yes" if results[c.name][0] & SCALING_CODES and not results[c.name][1] else "NO",
+        ]
+        for c in bugs
+    ],
+    links={"bug": [c.thread for c in bugs]},
+)
+
+# %%
+# ## The traps
+
+# %%
+traps = [c for c in CASES if c.kind == "trap"]
+Table(
+    ["trap", "project", "declared scale", "findings (either version)", "passed"],
+    [
+        [
+            c.title,
+            c.project,
+            "-" if c.expected_scale is None else f"{c.expected_scale:.4g}",
+            ", ".join(sorted(results[c.name][0] | results[c.name][1])) or "none",
+            "yes" if not results[c.name][0] | results[c.name][1] else "NO",
+        ]
+        for c in traps
+    ],
+    links={"trap": [c.thread for c in traps]},
+)
+
+# %%
+# ## Recall and false positives
+
+# %%
+caught = [c for c in bugs if results[c.name][0] & SCALING_CODES and not results[c.name][1]]
+fixes_flagged = [c for c in bugs if results[c.name][1]]
+traps_flagged = [c for c in traps if results[c.name][0] | results[c.name][1]]
+projects = collections.Counter(c.project for c in CASES)
+print(f"bugs caught: {len(caught)} of {len(bugs)}")
+print(f"fixed versions flagged: {len(fixes_flagged)} of {len(bugs)}")
+print(f"traps flagged: {len(traps_flagged)} of {len(traps)}")
+print(f"cases declaring their scale: {sum(c.expected_scale is not None for c in CASES)}")
+print(f"projects: {len(projects)}")
+
+# %%
+# ## What the cases teach
+#
+# - **Most bugs need no declaration.** A missing scale, a scale applied twice, a scale
+#   inverted, a square root left out, or a scale computed from the model width instead of
+#   the head's are read from the code, whatever the size of the logits.
+# - **Some need one.** When the intended scale is itself a choice (GPT-2's
+#   `scale_attn_by_inverse_layer_idx`, a qk-norm scale, Gemma-2-27B's `query_pre_attn_scalar`),
+#   no statistic can tell the bug from the design: the same code with another config is
+#   correct. Declaring the scale is what turns the check on, and it is what a project's own
+#   test should do.
+# - **Look-alikes stay quiet for a reason the monitor measures.** A scale split between q and
+#   k multiplies to the same $1/\sqrt{d_k}$; a scale folded into the initialisation shows as
+#   queries $\sqrt{d_k}$ times smaller than the keys.
+#
+# The test suite (`tests/test_real_bugs.py`) runs the same cases and fails when a bug is
+# missed, a fix or a trap is flagged, or a finding names the wrong cause.
