@@ -149,3 +149,43 @@ def test_an_attention_sink_column_is_reported_as_such() -> None:
     assert stats.sink_share == pytest.approx(float(share), rel=1e-4)
     assert stats.masked_fraction == 0.0
     assert report.codes("warning") == set(), str(report)
+
+
+def _normalised(scale: float, norm: str) -> MonitorReport:
+    q, k, v = _qkv()
+    if norm == "rms":
+        q, k = F.rms_norm(q, (D,)), F.rms_norm(k, (D,))
+    elif norm == "l2":
+        q, k = F.normalize(q, dim=-1), F.normalize(k, dim=-1)
+    with AttentionMonitor() as mon:
+        F.scaled_dot_product_attention(q, k, v, scale=scale)
+    return mon.report()
+
+
+def test_qk_normalised_with_scale_one_is_a_design() -> None:
+    """Gemma 3n: RMS-normalised q and k, no 1/sqrt(d): the logit bound is checked instead."""
+    report = _normalised(1.0, "rms")
+    stats = report.records[0].last
+    assert stats.qk_norm_cv is not None and stats.qk_norm_cv < 1e-4
+    assert stats.logit_bound == pytest.approx(D, rel=1e-4)  # 1 x sqrt(D) x sqrt(D)
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert finding.severity == "info" and "normalised per head" in finding.message
+    # what the design does at initialisation (random directions, logit spread sqrt(D)) is
+    # reported for what it is: large logits, not a wrong scale
+    assert report.codes("warning") <= {"large-logits", "entropy-collapse"}
+
+
+def test_a_logit_bound_too_tight_to_concentrate_is_a_warning() -> None:
+    """Cosine attention with temperature 1: logits within ±1 cannot single out a key."""
+    report = _normalised(1.0, "l2")
+    assert report.records[0].last.logit_bound == pytest.approx(1.0, rel=1e-4)
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert finding.severity == "warning" and "too tight" in finding.message
+
+
+def test_unnormalised_q_and_k_are_not_read_as_normalised() -> None:
+    report = _normalised(1.0, "none")  # no scale at all, on Gaussian q and k
+    stats = report.records[0].last
+    assert stats.qk_norm_cv is not None and stats.qk_norm_cv > 0.05
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert finding.severity in ("warning", "error") and "no scale at all" in finding.message

@@ -24,7 +24,6 @@ CAUSES: dict[str, tuple[str, str | None]] = {
     "opt_double_scale": (r"double scaling", None),
     "gemma2_9b_query_pre_attn_scalar": (r"instead of √32", None),
     "llamacpp_gemma2_9b_q_scale": (r"instead of √32", None),
-    "llamacpp_plamo2_kq_scale": (r"no scale at all", None),
     "maxtext_mla_inverted_softmax_scale": (r"invert", None),
     "mlc_fallback_sm_scale": (r"no scale at all", None),
     "vit_pytorch_scale_from_dim": (r"√d_model", None),

@@ -92,13 +92,18 @@ print(f"projects: {len(projects)}")
 #   inverted, a square root left out, or a scale computed from the model width instead of
 #   the head's are read from the code, whatever the size of the logits.
 # - **Some need one.** When the intended scale is itself a choice (GPT-2's
-#   `scale_attn_by_inverse_layer_idx`, a qk-norm scale, Gemma-2-27B's `query_pre_attn_scalar`),
+#   `scale_attn_by_inverse_layer_idx`, Gemma-2-27B's `query_pre_attn_scalar`),
 #   no statistic can tell the bug from the design: the same code with another config is
-#   correct. Declaring the scale is what turns the check on, and it is what a project's own
-#   test should do.
+#   correct. PLaMo2's port to llama.cpp normalised q and k per head and then applied no
+#   scale, which is exactly Gemma 3n's deliberate design; the monitor reads q and k as
+#   normalised and checks the logit bound instead, so only the declared reference scale
+#   catches that port. Declaring the scale is what turns the check on, and it is what a
+#   project's own test should do.
 # - **Look-alikes stay quiet for a reason the monitor measures.** A scale split between q and
 #   k multiplies to the same $1/\sqrt{d_k}$; a scale folded into the initialisation shows as
-#   queries $\sqrt{d_k}$ times smaller than the keys.
+#   queries $\sqrt{d_k}$ times smaller than the keys; q and k normalised per head (Gemma 3n)
+#   show as row norms that do not vary, and then the logit bound, not $1/\sqrt{d_k}$, is
+#   what must be right: x-transformers' flash path shrank it until no key could dominate.
 #
 # The test suite (`tests/test_real_bugs.py`) runs the same cases and fails when a bug is
 # missed, a fix or a trap is flagged, or a finding names the wrong cause.

@@ -104,6 +104,8 @@ def on_sdpa(
         k=ks,
         outputs=capture.sample(out, out.dim() - 2) if isinstance(out, torch.Tensor) else None,
         max_abs_qk=max_abs_qk,
+        q_rows=qs / capture.lineages.prescale(q),  # as before the factors on q and k, which
+        k_rows=ks / capture.lineages.prescale(k),  # the scale includes
     )
     if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:
         # The logits never exist in the graph, but the gradient dO reaching the
@@ -242,6 +244,8 @@ def on_mha(
         source="multihead_attention",
         q=q,
         k=k,
+        q_rows=q,
+        k_rows=k,
         outputs=outputs,
         max_abs_qk=float(qk.abs().max()) if dtype == torch.float16 else None,
     )

@@ -63,7 +63,7 @@ from .lineage import (
     value,
 )
 from .report import AttentionRecord, AttentionStats
-from .stats import logit_stats, tensor_std
+from .stats import logit_stats, qk_norms, tensor_std
 
 __all__ = ["Capture"]
 
@@ -275,9 +275,10 @@ class Capture(TorchFunctionMode):
             layout = einsum_layout(eq, a, b)
             if layout is None:
                 return
-            a_is_q, head_dim = layout
+            a_is_q, head_dim, rows_a, rows_b = layout
             if not a_is_q:
-                a, b = b, a
+                a, b, rows_a, rows_b = b, a, rows_b, rows_a
+            q_rows, k_rows = rows_a(a), rows_b(b)
         else:
             first = 1 if func in _BADDBMM else 0
             a = arg(args, kwargs, first, "batch1" if first else "input")
@@ -289,6 +290,7 @@ class Capture(TorchFunctionMode):
             if a.dim() < 2 or b.dim() < 2:
                 return
             head_dim = int(a.shape[-1])
+            q_rows, k_rows = a, b.transpose(-2, -1)
             if first:
                 factor = value(kwargs.get("alpha", args[4] if len(args) > 4 else 1))
         if self._is_parameter(a) or self._is_parameter(b):
@@ -307,7 +309,14 @@ class Capture(TorchFunctionMode):
             o = self.sample(out, out.dim() - 2).float()
             max_abs = math.inf if not bool(torch.isfinite(o).all()) else float(o.abs().max())
         product = Product(
-            out=out.detach(), q=a.detach(), k=b.detach(), head_dim=head_dim, max_abs_qk=max_abs
+            out=out.detach(),
+            q=a.detach(),
+            k=b.detach(),
+            head_dim=head_dim,
+            max_abs_qk=max_abs,
+            # as before the factors on q and k, which the scale includes
+            q_rows=self.sample(q_rows.detach(), q_rows.dim() - 2) / self.lineages.prescale(a),
+            k_rows=self.sample(k_rows.detach()) / self.lineages.prescale(b),
         )
         self.lineages.set(out, Lineage(product, factor, head_factor=head_factor, learned=learned))
         self._recent.append(product)
@@ -363,6 +372,8 @@ class Capture(TorchFunctionMode):
             k=self.sample(product.k),
             outputs=self.sample(out, out.dim() - 2) if weights else None,
             max_abs_qk=product.max_abs_qk,
+            q_rows=product.q_rows,
+            k_rows=product.k_rows,
             **read,
         )
         self.watch_gradient(x, stats, where, lambda g: self.sample(g, g.dim() - 2))
@@ -420,6 +431,8 @@ class Capture(TorchFunctionMode):
         max_abs_qk: float | None = None,
         scale_per_head: tuple[float, ...] | None = None,
         scale_learned: bool = False,
+        q_rows: torch.Tensor | None = None,
+        k_rows: torch.Tensor | None = None,
     ) -> AttentionStats:
         stats = logit_stats(
             logits,
@@ -452,6 +465,7 @@ class Capture(TorchFunctionMode):
             max_abs_qk=max_abs_qk,
             scale_per_head=scale_per_head,
             scale_learned=scale_learned,
+            **qk_norms(q_rows, k_rows, scale),
             **stats,
         )
         record.series.append(s)

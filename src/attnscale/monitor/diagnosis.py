@@ -60,6 +60,9 @@ _FP16_MAX = 65504.0
 # folded initialisation is recognised from measured activation spreads, which are
 # estimates: a factor of 2 tells sqrt(head_dim) (4 or more) apart from 1
 _FOLD_TOLERANCE = 2.0
+# q and k count as normalised per head when their row norms vary by less than this fraction
+# of what rows of independent Gaussian entries give (1/sqrt(2 head_dim))
+_NORMALISED = 0.1
 
 
 def _link(code: str) -> str:
@@ -127,6 +130,9 @@ def _scale_findings(
     ratio, read = _reading(s, tol)
     if expected is not None:
         return _declared(where, s, ratio, read, tol, expected)
+    bounded = _bounded(where, s, ratio, read, tol)
+    if bounded is not None:
+        return bounded
     if 1 / tol <= ratio <= tol:
         return []
     if s.scale_learned:
@@ -165,6 +171,45 @@ def _reading(s: AttentionStats, tol: float) -> tuple[float, str]:
         f"The scores are multiplied by {s.scale:.4g} ({s.scale_source}), "
         f"{ratio:.3g} × 1/√head_dim for head_dim {s.head_dim}."
     )
+
+
+def _bounded(
+    where: str, s: AttentionStats, ratio: float, read: str, tol: float
+) -> list[Finding] | None:
+    """For q and k normalised per head, the check is the logit bound; None otherwise."""
+    d, cv, bound, n = s.head_dim, s.qk_norm_cv, s.logit_bound, s.keys
+    if not d or cv is None or bound is None or not n or cv >= _NORMALISED / math.sqrt(2 * d):
+        return None
+    top = 1 / (1 + (n - 1) * math.exp(-2 * bound))  # the most one key can take of a row
+    measured = (
+        f"q and k are normalised per head (their row norms vary by {100 * cv:.2g}%), so the "
+        f"scale sets the range of the logits: every logit lies within ±{bound:.3g}, which "
+        f"lets one of {n} keys take at most {top:.3g} of a row."
+    )
+    if top < 0.5:
+        return [
+            Finding(
+                "scale-mismatch",
+                "warning",
+                where,
+                f"{read} {measured} That bound is too tight for attention to concentrate on "
+                f"any key. Raise the scale, or make it learnable (as cosine attention's "
+                f"temperature). {_link('scale-mismatch')}",
+            )
+        ]
+    if 1 / tol <= ratio <= tol:
+        return []
+    return [
+        Finding(
+            "scale-mismatch",
+            "info",
+            where,
+            f"{read} {measured} This is a normalised design (QK-norm, cosine attention): its "
+            f"check is that bound, not 1/√head_dim. If a scale other than this one was "
+            f"intended, declare it with AttentionMonitor(expected_scale=...). "
+            f"{_link('scale-mismatch')}",
+        )
+    ]
 
 
 def _declared(

@@ -111,6 +111,8 @@ class Product:
     k: torch.Tensor
     head_dim: int
     max_abs_qk: float | None  # float16 products only: the overflow check needs it
+    q_rows: torch.Tensor | None = None  # q and k as (..., rows, head_dim), sampled
+    k_rows: torch.Tensor | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -427,8 +429,21 @@ def _without_ellipsis(eq: str, a: torch.Tensor, b: torch.Tensor) -> str | None:
     return ",".join(parts) + "->" + out.replace("...", batch)
 
 
-def einsum_layout(eq: str, a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int] | None:
-    """(whether a is the query side, head_dim) of a two-operand einsum, if it is q·kᵀ-like."""
+_Rows = Callable[[torch.Tensor], torch.Tensor]
+
+
+def _rows(letters: str, contracted: list[str]) -> _Rows:
+    """A function laying an operand out as (..., its other axes flattened, contracted)."""
+    keep = [i for i, c in enumerate(letters) if c not in contracted]
+    summed = [i for i, c in enumerate(letters) if c in contracted]
+    return lambda t: t.permute(*keep, *summed).flatten(len(keep)).flatten(0, -2)
+
+
+def einsum_layout(
+    eq: str, a: torch.Tensor, b: torch.Tensor
+) -> tuple[bool, int, _Rows, _Rows] | None:
+    """(whether a is the query side, head_dim, and how to lay a and b out as rows) of a
+    two-operand einsum, if it is q·kᵀ-like."""
     if "->" not in eq or eq.count(",") != 1:
         return None
     spelled = _without_ellipsis(eq, a, b)
@@ -446,4 +461,4 @@ def einsum_layout(eq: str, a: torch.Tensor, b: torch.Tensor) -> tuple[bool, int]
         return None
     sizes = dict(zip(ia, a.shape, strict=True))
     head_dim = math.prod(int(sizes[c]) for c in contracted)
-    return out[-2] in ia, head_dim
+    return out[-2] in ia, head_dim, _rows(ia, contracted), _rows(ib, contracted)

@@ -65,6 +65,11 @@ class AttentionStats:
     joined to the scores as attention sinks (``torch.cat`` with columns that are not
     q·k) are left out of the key set; ``sink_share`` is the mean probability they take.
 
+    ``qk_norm_cv`` is how much the row norms of q and k vary (their larger coefficient of
+    variation): about 0 when q and k are normalised per head (QK-norm, cosine attention).
+    ``logit_bound`` is scale x max |q| x max |k| over the sampled rows, which bounds every
+    logit; ``keys`` is the number of keys per row.
+
     ``nonfinite_logits`` counts NaN and $+\infty$ logits; ``nonfinite_outputs``
     counts query rows with at least one valid key whose attention weights (or
     output, for SDPA) hold a non-finite value. Rows with no valid key are
@@ -107,6 +112,9 @@ class AttentionStats:
     scale_per_head: tuple[float, ...] | None = None
     scale_learned: bool = False
     sink_share: float | None = None
+    qk_norm_cv: float | None = None
+    logit_bound: float | None = None
+    keys: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["logit_stats", "tensor_std"]
+__all__ = ["logit_stats", "qk_norms", "tensor_std"]
 
 
 @torch.no_grad()
@@ -85,6 +85,7 @@ def logit_stats(
         "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(sinks.sum()),
         "nonfinite_outputs": n_live_bad,
         "sampled_rows": int(count.numel()),
+        "keys": int(x.shape[-1]) if x.dim() else None,
     }
 
 
@@ -182,3 +183,27 @@ def tensor_std(t: torch.Tensor | None, max_elements: int = 1 << 16) -> float | N
     if not bool(finite.all()):
         f = f[finite]
     return float(f.std()) if f.numel() >= 2 else None
+
+
+@torch.no_grad()
+def qk_norms(
+    q_rows: torch.Tensor | None, k_rows: torch.Tensor | None, scale: float | None
+) -> dict[str, float | None]:
+    """How much the row norms of q and k vary, and the bound they put on the logits.
+
+    ``q_rows`` and ``k_rows`` hold one query (key) per row of their last axis, the axis q·k
+    sums over. ``qk_norm_cv`` is the larger of the two coefficients of variation of the row
+    norms (0 when q and k are normalised per head); ``logit_bound`` is
+    scale x max |q| x max |k|, which no logit can exceed.
+    """
+    if q_rows is None or k_rows is None or scale is None:
+        return {"qk_norm_cv": None, "logit_bound": None}
+    norms = []
+    for t in (q_rows, k_rows):
+        n = t.detach().float().norm(dim=-1).reshape(-1)
+        n = n[torch.isfinite(n)]
+        if n.numel() < 2 or float(n.mean()) <= 0:
+            return {"qk_norm_cv": None, "logit_bound": None}
+        norms.append(n)
+    cv = max(float(n.std() / n.mean()) for n in norms)
+    return {"qk_norm_cv": cv, "logit_bound": abs(scale) * float(norms[0].max() * norms[1].max())}
