@@ -894,8 +894,38 @@ def test_expected_scale_declares_an_intended_scale() -> None:
     assert _sev(mon.report(), "scale-mismatch") == {"warning"}
     with pytest.raises(ValueError, match="expected_scale"):
         AttentionMonitor(expected_scale=-1.0)
+    with pytest.raises(ValueError, match="expected_scale must be a number or one of the designs"):
+        AttentionMonitor(expected_scale="1/8")
     with pytest.raises(TypeError, match="expected_scale"):
-        AttentionMonitor(expected_scale="1/8")  # type: ignore[arg-type]
+        AttentionMonitor(expected_scale=[1.0])  # type: ignore[arg-type]
+
+
+def test_a_named_design_is_declared_and_named_in_the_message() -> None:
+    torch.manual_seed(0)
+    model = WrittenAttention("matmul-kw", "product", scale=1 / D_HEAD)  # muP-style 1/d
+    with AttentionMonitor(model, expected_scale="mup") as mon:
+        model(_x())
+    (finding,) = [f for f in mon.report().findings if f.code == "scale-mismatch"]
+    assert finding.severity == "info" and "'mup' (μP's 1/head_dim)" in finding.message
+    with AttentionMonitor(model, expected_scale="deberta") as mon:  # the wrong design
+        model(_x())
+    (finding,) = [f for f in mon.report().findings if f.code == "scale-mismatch"]
+    assert finding.severity == "warning" and "smaller than declared" in finding.message
+
+
+@pytest.mark.parametrize("strategy", ["inverse_d", "folded_init", "cosine", "learnable_temperature"])
+def test_the_librarys_own_strategies_are_designs_not_bugs(strategy: str) -> None:
+    from attnscale import MultiHeadAttention
+
+    torch.manual_seed(0)
+    model = MultiHeadAttention(D_MODEL, HEADS, strategy=strategy)
+    with torch.no_grad():
+        if strategy == "learnable_temperature":  # a temperature trained away from 1/sqrt(d)
+            model.strategy.log_scale.add_(1.0)
+        with AttentionMonitor(model) as mon:
+            model(_x())
+    report = mon.report()
+    assert not report.codes("warning") & {"scale-mismatch"}, str(report)
 
 
 @pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")

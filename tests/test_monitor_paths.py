@@ -54,6 +54,11 @@ def _per_head_multiplier(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> o
     return torch.softmax((q @ k.transpose(-2, -1)) * scale, dim=-1) @ v
 
 
+def _sdpa_after_a_per_head_q_factor(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    """This library's learnable temperature on the fused path: q times (1, H, 1, 1), scale 1."""
+    return F.scaled_dot_product_attention(q * torch.full((1, H, 1, 1), SCALE), k, v, scale=1.0)
+
+
 def _scaled_landmarks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
     """Nyströmformer-style: q scaled, then averaged over groups of 4 positions."""
     q_land = (q * SCALE).reshape(B, H, N // 4, 4, D).mean(-2)  # (B, H, N/4, D)
@@ -99,6 +104,7 @@ def _multi_head_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         _log_softmax,
         _ellipsis_einsum,
         _per_head_multiplier,
+        _sdpa_after_a_per_head_q_factor,
         _scaled_landmarks,
         _buffer_filled_by_copy,
         _multi_head_attention_forward,

@@ -55,7 +55,8 @@ def planted(m: nn.Module, bug: str) -> Iterator[None]:
     kept = [(a, a.scaling) for a in attentions(m)]
     try:
         for a, _ in kept:
-            a.scaling = PLANTED[bug](int(a.head_dim), width)  # type: ignore[operator]
+            d: int = a.head_dim  # type: ignore[assignment]
+            a.scaling = PLANTED[bug](d, width)  # type: ignore[assignment]
         yield
     finally:
         for a, scaling in kept:

@@ -23,8 +23,9 @@ from collections.abc import Callable, Iterable, Mapping
 from torch import nn
 
 from .. import _checks
+from ..scaling import ScoreScaling
 from .capture import Capture
-from .diagnosis import GUIDE_PAGES, THRESHOLDS, compiled, diagnose, grouped, no_attention
+from .diagnosis import DESIGNS, GUIDE_PAGES, THRESHOLDS, compiled, diagnose, grouped, no_attention
 from .report import (
     GUIDE_URL,
     SEVERITY_RANK,
@@ -35,6 +36,7 @@ from .report import (
 )
 
 __all__ = [
+    "DESIGNS",
     "GUIDE_URL",
     "THRESHOLDS",
     "AttentionMonitor",
@@ -46,7 +48,9 @@ __all__ = [
 
 # what expected_scale accepts: one scale for every site, a mapping from site
 # names or glob patterns to scales, or a function of (site, head_dim)
-_ExpectedScale = float | Mapping[str, float] | Callable[[str, int], "float | None"]
+_ExpectedScale = (
+    float | str | Mapping[str, float | str] | Callable[[str, int], "float | str | None"]
+)
 
 
 class AttentionMonitor:
@@ -82,13 +86,22 @@ class AttentionMonitor:
         (``layers.0.self_attn``; with several models, prefixed by their
         index). Without a model every attention in the block is recorded,
         named by class path.
-    expected_scale : float, mapping or callable, optional
+    expected_scale : float, str, mapping or callable, optional
         The scale the code is meant to apply, where it is not
-        $1/\sqrt{d_h}$: one number for every site; a mapping from site names
-        or glob patterns (``"*.attn"``) to numbers, the first match winning;
-        or a function ``(site, head_dim) -> float | None``, None meaning
-        "not declared". A declared scale turns a matching non-standard scale
-        into ``info``, and a scale that differs from it into a warning.
+        $1/\sqrt{d_h}$: one number for every site; the name of a design in
+        [DESIGNS][attnscale.monitor.DESIGNS] (``"mup"`` for μP's $1/d_h$,
+        ``"deberta"`` for $1/\sqrt{3 d_h}$, ``"t5"`` for a scale folded into the
+        initialisation); a mapping from site names or glob patterns
+        (``"*.attn"``) to numbers or design names, the first match winning; or a
+        function ``(site, head_dim) -> float | str | None``, None meaning "not
+        declared". A declared scale turns a matching non-standard scale into
+        ``info``, and a scale that differs from it into a warning; the message
+        says what was declared and what was measured. Sites built with one of
+        this library's strategies ([ScoreScaling][attnscale.ScoreScaling]
+        subclasses: ``inverse_d``, a learnable temperature at its current value...)
+        declare their own scale. For MLA with
+        YaRN, declare ``mscale**2 / sqrt(qk_head_dim)`` (DeepSeek's
+        ``softmax_scale``) as a number.
     gradients : bool
         Record the gradient norm at the softmax input during backward, over
         the sampled rows. Hand-written attention: read from the softmax input
@@ -183,20 +196,44 @@ class AttentionMonitor:
         ------
         ValueError
             If a callable ``expected_scale`` returns something that is not a
-            positive number or None.
+            positive number, a design name or None.
         """
+        declared = self._declared(where, head_dim)
+        return None if declared is None else declared[0]
+
+    def _declared(self, where: str, head_dim: int | None) -> tuple[float, str] | None:
+        """The declared scale of a site and who declared it, in words."""
         e = self.expected_scale
-        if e is None:
+        value: object = None
+        if isinstance(e, (float, str)):
+            value = e
+        elif isinstance(e, Mapping):
+            value = next(
+                (v for p, v in e.items() if where == p or fnmatch.fnmatchcase(where, p)), None
+            )
+        elif e is not None:
+            value = _expected_value(e(where, head_dim or 0), "expected_scale(...)")
+        if isinstance(value, str):
+            label, scale = DESIGNS[value]
+            return scale(head_dim or 1), f"with expected_scale={value!r} ({label})"
+        if value is not None:
+            return float(value), "with expected_scale"  # type: ignore[arg-type]
+        return self._strategy_scale(where)
+
+    def _strategy_scale(self, where: str) -> tuple[float, str] | None:
+        """The scale a site built with one of this library's constant strategies declares."""
+        capture = self._capture
+        module = None if capture is None else capture.module(where.split("#")[0])
+        if module is None:
             return None
-        if isinstance(e, float):
-            return e
-        if isinstance(e, Mapping):
-            for pattern, value in e.items():
-                if where == pattern or fnmatch.fnmatchcase(where, pattern):
-                    return float(value)
+        strategies = [m for m in module.modules() if isinstance(m, ScoreScaling)]
+        if len(strategies) != 1:
             return None
-        declared = e(where, head_dim or 0)
-        return None if declared is None else _checks.positive_float(declared, "expected_scale(...)")
+        strategy = strategies[0]
+        # a learnable strategy declares its current value: the geometric mean over heads,
+        # as the monitor reads per-head scales
+        scale = float(strategy.effective_scale().detach().float().log().mean().exp())
+        return scale, f"by the site's attnscale strategy {strategy.name!r}"
 
     def report(self) -> MonitorReport:
         """Return the records and findings gathered so far.
@@ -214,8 +251,9 @@ class AttentionMonitor:
         for r in records:
             worst: dict[str, Finding] = {}
             for s in r.series:
-                expected = self.expected_scale_for(r.where, s.head_dim)
-                for f in diagnose(r.where, s, self.thresholds, expected):
+                declared = self._declared(r.where, s.head_dim)
+                expected, by = declared if declared else (None, "")
+                for f in diagnose(r.where, s, self.thresholds, expected, declared_by=by):
                     old = worst.get(f.code)
                     if old is None or SEVERITY_RANK[f.severity] >= SEVERITY_RANK[old.severity]:
                         worst[f.code] = f
@@ -255,21 +293,36 @@ def _models(model: object) -> list[nn.Module]:
     )
 
 
+def _expected_value(value: object, name: str) -> float | str | None:
+    """A declared scale: a positive number, the name of a design, or None."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value not in DESIGNS:
+            raise ValueError(
+                f"{name} must be a number or one of the designs {', '.join(DESIGNS)}; got {value!r}"
+            )
+        return value
+    if isinstance(value, numbers.Real):
+        return _checks.positive_float(value, name)  # bool: a TypeError there
+    raise TypeError(f"{name} must be a number or a design name, got {type(value).__name__}")
+
+
 def _expected(value: object) -> _ExpectedScale | None:
     if value is None or callable(value):
         return value
     if isinstance(value, Mapping):
-        out: dict[str, float] = {}
+        out: dict[str, float | str] = {}
         for k, v in value.items():
             if not isinstance(k, str):
                 raise TypeError(f"expected_scale keys must be site names, got {type(k).__name__}")
-            out[k] = _checks.positive_float(v, f"expected_scale[{k!r}]")
+            out[k] = _expected_value(v, f"expected_scale[{k!r}]")  # type: ignore[assignment]
         return out
-    if isinstance(value, numbers.Real):
-        return _checks.positive_float(value, "expected_scale")  # bool: a TypeError there
+    if isinstance(value, (numbers.Real, str)):
+        return _expected_value(value, "expected_scale")
     raise TypeError(
-        "expected_scale must be a number, a mapping from site names to numbers, or a "
-        f"callable (site, head_dim) -> number; got {type(value).__name__}"
+        "expected_scale must be a number, a design name, a mapping from site names to "
+        f"either, or a callable (site, head_dim) -> either; got {type(value).__name__}"
     )
 
 

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .lineage import value
+from .lineage import head_scales, value
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -98,7 +98,6 @@ def on_sdpa(
         dtype=q.dtype,
         head_dim=head_dim,
         num_heads=int(q.shape[-3]) if q.dim() >= 4 else None,
-        scale=c * capture.lineages.prescale(q) * capture.lineages.prescale(k),
         source="sdpa-default" if scale is None else "sdpa-argument",
         q=qs,
         k=ks,
@@ -106,6 +105,7 @@ def on_sdpa(
         max_abs_qk=max_abs_qk,
         q_rows=qs / capture.lineages.prescale(q),  # as before the factors on q and k, which
         k_rows=ks / capture.lineages.prescale(k),  # the scale includes
+        **_prescaled_scale(capture, q, k, c, logits.shape),
     )
     if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:
         # The logits never exist in the graph, but the gradient dO reaching the
@@ -119,6 +119,18 @@ def on_sdpa(
             return softmax_backward(logits, g @ vs.float().transpose(-2, -1))
 
         capture.watch_gradient(out, stats, where, grad_at_logits)
+
+
+def _prescaled_scale(
+    capture: Capture, q: torch.Tensor, k: torch.Tensor, c: float, shape: torch.Size
+) -> dict[str, Any]:
+    """SDPA's scale times the factors applied to q and k before the call, per head too."""
+    lq, lk = capture.lineages.prescaled(q), capture.lineages.prescaled(k)
+    head_factor = lq.head_factor
+    if lk.head_factor is not None:
+        head_factor = lk.head_factor if head_factor is None else head_factor * lk.head_factor
+    scale, per_head = head_scales(c * lq.factor * lk.factor, head_factor, shape)
+    return {"scale": scale, "scale_per_head": per_head, "scale_learned": lq.learned or lk.learned}
 
 
 def _sdpa_masks(

@@ -60,6 +60,7 @@ from .lineage import (
     arg,
     einsum_layout,
     einsum_operands,
+    head_scales,
     value,
 )
 from .report import AttentionRecord, AttentionStats
@@ -141,6 +142,14 @@ class Capture(TorchFunctionMode):
         if not stack:
             return "<top level>"
         return ".".join(type(m).__name__ for m in stack)
+
+    def module(self, name: str) -> nn.Module | None:
+        """The monitored module a site is named after, if the monitor was given models."""
+        found: nn.Module | None = next(
+            (m for model in self.models for m in model.modules() if self.names.get(id(m)) == name),
+            None,
+        )
+        return found
 
     def on_compiled(self, module: nn.Module) -> None:
         """Count a call into a ``torch.compile``d module: its inside runs unseen."""
@@ -555,17 +564,9 @@ def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:
     factor, softcap = lin.factor, None
     if lin.cap_input is not None:
         factor, softcap = lin.cap_input * lin.factor, lin.factor
-    per_head = None
-    if lin.head_factor is not None:
-        hf = torch.broadcast_to(lin.head_factor, (*x.shape[:-2], 1, 1)).float()
-        heads = hf.reshape(-1, *hf.shape[-3:])[0, :, 0, 0] if x.dim() >= 3 else hf.reshape(1)
-        if bool((heads == heads[0]).all()):
-            factor *= float(heads[0])
-        else:
-            per_head = tuple(factor * float(h) for h in heads)
-            factor *= float(heads.abs().log().mean().exp())
+    scale, per_head = head_scales(factor, lin.head_factor, x.shape)
     return {
-        "scale": factor,
+        "scale": scale,
         "source": "traced",
         "softcap": softcap,
         "scale_per_head": per_head,

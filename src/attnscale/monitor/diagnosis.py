@@ -10,11 +10,19 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from .report import GUIDE_URL, SEVERITY_RANK, AttentionStats, Finding, Severity, compact
 
-__all__ = ["GUIDE_PAGES", "THRESHOLDS", "compiled", "diagnose", "grouped", "no_attention"]
+__all__ = [
+    "DESIGNS",
+    "GUIDE_PAGES",
+    "THRESHOLDS",
+    "compiled",
+    "diagnose",
+    "grouped",
+    "no_attention",
+]
 
 GUIDE_PAGES = {
     "scale-mismatch": "plot_01_scale_bugs/",
@@ -57,6 +65,14 @@ THRESHOLDS: dict[str, float] = {
     "mask_value": -1e4,
     # leaky-mask: masked keys still get more than this share of a row's probability
     "mask_leak": 0.01,
+}
+
+#: Designs that ``expected_scale`` accepts by name: what each is, and its scale for head
+#: size d.
+DESIGNS: dict[str, tuple[str, Callable[[int], float]]] = {
+    "mup": ("μP's 1/head_dim", lambda d: 1 / d),
+    "deberta": ("DeBERTa's 1/√(3·head_dim)", lambda d: (3 * d) ** -0.5),
+    "t5": ("T5's scale folded into the initialisation: 1 at run time", lambda d: 1.0),
 }
 
 _FP16_MAX = 65504.0
@@ -125,14 +141,19 @@ def likely_causes(ratio: float, head_dim: int, num_heads: int | None, where: str
 
 
 def _scale_findings(
-    site: str, where: str, s: AttentionStats, th: Mapping[str, float], expected: float | None
+    site: str,
+    where: str,
+    s: AttentionStats,
+    th: Mapping[str, float],
+    expected: float | None,
+    declared_by: str = "with expected_scale",
 ) -> list[Finding]:
     if s.scale is None or not s.head_dim or s.scale <= 0 or not math.isfinite(s.scale):
         return []
     tol = th["scale_ratio"]
     ratio, read = _reading(s, tol)
     if expected is not None:
-        return _declared(where, s, ratio, read, tol, expected)
+        return _declared(where, s, ratio, read, tol, expected, declared_by)
     bounded = _bounded(where, s, ratio, read, tol)
     if bounded is not None:
         return bounded
@@ -216,7 +237,13 @@ def _bounded(
 
 
 def _declared(
-    where: str, s: AttentionStats, ratio: float, read: str, tol: float, expected: float
+    where: str,
+    s: AttentionStats,
+    ratio: float,
+    read: str,
+    tol: float,
+    expected: float,
+    declared_by: str,
 ) -> list[Finding]:
     """Findings for a scale the user declared with ``expected_scale``."""
     assert s.scale is not None
@@ -230,8 +257,8 @@ def _declared(
                 "scale-mismatch",
                 "info",
                 where,
-                f"{read} This is the scale declared with expected_scale ({expected:.4g}), "
-                f"so it is treated as intended. {link}",
+                f"{read} This is the scale declared {declared_by}: {expected:.4g}, so it is "
+                f"treated as intended. {link}",
             )
         ]
     direction = "larger" if off > 1 else "smaller"
@@ -240,9 +267,9 @@ def _declared(
             "scale-mismatch",
             "warning",
             where,
-            f"{read} That is {off:.3g} times the declared expected_scale {expected:.4g}: "
-            f"the code applies a scale {direction} than declared. Check every place the "
-            f"scores, q or k are multiplied. {link}",
+            f"{read} That is {off:.3g} times the scale declared {declared_by}, "
+            f"{expected:.4g}: the code applies a scale {direction} than declared. Check every "
+            f"place the scores, q or k are multiplied. {link}",
         )
     ]
 
@@ -297,6 +324,8 @@ def diagnose(
     s: AttentionStats,
     thresholds: Mapping[str, float],
     expected_scale: float | None = None,
+    *,
+    declared_by: str = "with expected_scale",
 ) -> list[Finding]:
     """Return the findings for one call's statistics.
 
@@ -310,6 +339,8 @@ def diagnose(
         Every key of [THRESHOLDS][attnscale.THRESHOLDS].
     expected_scale : float, optional
         The scale the user declared for this site, if any.
+    declared_by : str
+        Who declared it, in words, for the message.
     """
     th = thresholds
     site = where
@@ -383,7 +414,7 @@ def diagnose(
                     f"normalise q and k. {_link('fp16-overflow-risk')}",
                 )
             )
-    out.extend(_scale_findings(site, where, s, th, expected_scale))
+    out.extend(_scale_findings(site, where, s, th, expected_scale, declared_by))
     big, sat = th["large_logit_std"], th["saturated_fraction"]
     if math.isfinite(s.logit_std) and (s.logit_std > big or s.saturated_fraction > sat):
         severe = s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9)

@@ -234,6 +234,13 @@ class Lineages:
             return 1.0
         return lin.factor
 
+    def prescaled(self, t: torch.Tensor) -> Lineage:
+        """The factors applied to ``t`` (q or k) before it entered a product, per head too."""
+        lin = self.of(t)
+        if lin is None or lin.product is not None or lin.cap_input is not None:
+            return Lineage(None)
+        return lin
+
     def follow(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     ) -> None:
@@ -462,3 +469,17 @@ def einsum_layout(
     sizes = dict(zip(ia, a.shape, strict=True))
     head_dim = math.prod(int(sizes[c]) for c in contracted)
     return out[-2] in ia, head_dim, _rows(ia, contracted), _rows(ib, contracted)
+
+
+def head_scales(
+    factor: float, head_factor: torch.Tensor | None, shape: Sequence[int]
+) -> tuple[float, tuple[float, ...] | None]:
+    """The scale of scores of ``shape`` (..., heads, rows, keys): one number, and one per head
+    where per-head factors differ (the number is then their geometric mean)."""
+    if head_factor is None:
+        return factor, None
+    hf = torch.broadcast_to(head_factor, (*shape[:-2], 1, 1)).float()
+    heads = hf.reshape(-1, *hf.shape[-3:])[0, :, 0, 0] if len(shape) >= 3 else hf.reshape(1)
+    if bool((heads == heads[0]).all()):
+        return factor * float(heads[0]), None
+    return factor * _mean_factor(heads), tuple(factor * float(h) for h in heads)

@@ -188,7 +188,7 @@ def tensor_std(t: torch.Tensor | None, max_elements: int = 1 << 16) -> float | N
 @torch.no_grad()
 def qk_norms(
     q_rows: torch.Tensor | None, k_rows: torch.Tensor | None, scale: float | None
-) -> dict[str, float | None]:
+) -> dict[str, Any]:
     """How much the row norms of q and k vary, and the bound they put on the logits.
 
     ``q_rows`` and ``k_rows`` hold one query (key) per row of their last axis, the axis q·k
