@@ -59,6 +59,20 @@ def _sdpa_after_a_per_head_q_factor(q: torch.Tensor, k: torch.Tensor, v: torch.T
     return F.scaled_dot_product_attention(q * torch.full((1, H, 1, 1), SCALE), k, v, scale=1.0)
 
 
+def _rope(x: torch.Tensor) -> torch.Tensor:
+    """Rotary embedding as Llama writes it: x * cos + rotate_half(x) * sin."""
+    inv = 1.0 / (10000 ** (torch.arange(0, D, 2).float() / D))
+    angles = torch.arange(N).float()[:, None] * inv[None, :]  # (N, D/2)
+    emb = torch.cat([angles, angles], dim=-1)  # (N, D)
+    half = torch.cat([-x[..., D // 2 :], x[..., : D // 2]], dim=-1)
+    return x * emb.cos() + half * emb.sin()
+
+
+def _scale_before_rope(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    q = _rope(q * SCALE)
+    return torch.softmax(q @ _rope(k).transpose(-2, -1), dim=-1) @ v
+
+
 def _scaled_landmarks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
     """Nyströmformer-style: q scaled, then averaged over groups of 4 positions."""
     q_land = (q * SCALE).reshape(B, H, N // 4, 4, D).mean(-2)  # (B, H, N/4, D)
@@ -105,6 +119,7 @@ def _multi_head_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         _ellipsis_einsum,
         _per_head_multiplier,
         _sdpa_after_a_per_head_q_factor,
+        _scale_before_rope,
         _scaled_landmarks,
         _buffer_filled_by_copy,
         _multi_head_attention_forward,
@@ -195,3 +210,14 @@ def test_unnormalised_q_and_k_are_not_read_as_normalised() -> None:
     assert stats.qk_norm_cv is not None and stats.qk_norm_cv > 0.05
     (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
     assert finding.severity in ("warning", "error") and "no scale at all" in finding.message
+
+
+def test_a_scale_before_rope_then_sdpas_default_is_double_scaling() -> None:
+    """q * d^-1/2, then RoPE, then SDPA's own 1/sqrt(d): scaled twice."""
+    q, k, v = _qkv()
+    with AttentionMonitor() as mon:
+        F.scaled_dot_product_attention(_rope(q * SCALE), _rope(k), v)
+    report = mon.report()
+    assert report.records[0].last.scale == pytest.approx(SCALE**2)
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert "double scaling" in finding.message

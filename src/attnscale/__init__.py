@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from .additive import AdditiveAttention
 from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model
 from .monitor import (
+    DESIGNS,
     GUIDE_URL,
     THRESHOLDS,
     AttentionMonitor,
@@ -91,6 +92,7 @@ def __getattr__(name: str) -> object:
 __version__ = "0.1.0"
 
 __all__ = [
+    "DESIGNS",
     "DISTRIBUTIONS",
     "GUIDE_URL",
     "METRICS",

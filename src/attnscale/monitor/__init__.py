@@ -89,7 +89,7 @@ class AttentionMonitor:
     expected_scale : float, str, mapping or callable, optional
         The scale the code is meant to apply, where it is not
         $1/\sqrt{d_h}$: one number for every site; the name of a design in
-        [DESIGNS][attnscale.monitor.DESIGNS] (``"mup"`` for μP's $1/d_h$,
+        [DESIGNS][attnscale.DESIGNS] (``"mup"`` for μP's $1/d_h$,
         ``"deberta"`` for $1/\sqrt{3 d_h}$, ``"t5"`` for a scale folded into the
         initialisation); a mapping from site names or glob patterns
         (``"*.attn"``) to numbers or design names, the first match winning; or a

@@ -194,6 +194,16 @@ def _per_head(b: object, x: torch.Tensor) -> torch.Tensor | None:
     return b.detach()
 
 
+def _rotation_table(b: object, x: torch.Tensor) -> bool:
+    """Whether ``b`` looks like RoPE's cos or sin table for ``x``: a constant tensor (no
+    gradient) with values in [-1, 1] that varies along the feature axis."""
+    if not isinstance(b, torch.Tensor) or not b.is_floating_point() or b.requires_grad:
+        return False
+    if b.dim() == 0 or b.shape[-1] != x.shape[-1] or b.numel() < 2:
+        return False
+    return bool((b.abs() <= 1).all())
+
+
 def _mean_factor(head_factor: torch.Tensor) -> float:
     """The geometric mean of per-head factors' sizes, for where the heads cannot be told apart."""
     return float(head_factor.abs().float().log().mean().exp())
@@ -282,7 +292,9 @@ class Lineages:
             return dataclasses.replace(lin, learned=learned)
         per_head = _per_head(b, first)
         if per_head is None:
-            return None  # tensor by tensor (e.g. RoPE): not a scale, the lineage ends
+            if func in MUL and base.product is None and _rotation_table(b, first):
+                return self.of(first)  # RoPE's cos or sin: a scale applied before it stays
+            return None  # tensor by tensor: not a scale, the lineage ends
         per_head = per_head if func in MUL else 1 / per_head
         if base.head_factor is not None:
             per_head = base.head_factor * per_head
