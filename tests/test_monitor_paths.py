@@ -221,3 +221,21 @@ def test_a_scale_before_rope_then_sdpas_default_is_double_scaling() -> None:
     assert report.records[0].last.scale == pytest.approx(SCALE**2)
     (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
     assert "double scaling" in finding.message
+
+
+def test_a_classifier_with_as_many_classes_as_positions_is_not_attention() -> None:
+    """Single-head attention (B, N, N), then a classifier over N classes: logits of the same
+    shape, but not a multiple of q·kᵀ, so not a second attention site."""
+    torch.manual_seed(0)
+    qkv, head = nn.Linear(D, 3 * D), nn.Linear(D, N)
+
+    def model(x: torch.Tensor) -> torch.Tensor:
+        q, k, v = qkv(x).chunk(3, dim=-1)
+        s = torch.bmm(q, k.transpose(1, 2)).reshape(B, N, N)  # reshape: not followed
+        h = torch.softmax(s * SCALE, dim=-1) @ v
+        return torch.softmax(head(h), dim=-1)  # (B, N, N) class probabilities
+
+    with AttentionMonitor() as mon:
+        model(torch.randn(B, N, D))
+    report = mon.report()
+    assert len(report.records) == 1 and report.records[0].last.scale == pytest.approx(SCALE)

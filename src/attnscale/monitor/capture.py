@@ -361,6 +361,9 @@ class Capture(TorchFunctionMode):
                 self.unmatched_softmax += 1
                 return
             product, read = found, self._fit(x, found)
+            if read["scale"] is None:  # not a multiple of that product: a classifier's
+                self.unmatched_softmax += 1  # logits of the same shape, not attention
+                return
         mask = sink = None
         if lin is not None and lin.mask is not None and lin.mask.shape == x.shape:
             mask = self.sample(lin.mask, x.dim() - 2)
