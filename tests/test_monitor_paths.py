@@ -239,3 +239,16 @@ def test_a_classifier_with_as_many_classes_as_positions_is_not_attention() -> No
         model(torch.randn(B, N, D))
     report = mon.report()
     assert len(report.records) == 1 and report.records[0].last.scale == pytest.approx(SCALE)
+
+
+@pytest.mark.parametrize("factor", [D**-0.25, 0.3])
+def test_a_factor_on_q_in_the_code_is_not_read_as_a_folded_initialisation(factor: float) -> None:
+    """T5 folds the scale into W_q's initialisation; a factor multiplied at run time is code,
+    and a wrong one is a bug whatever the ratio of the q and k spreads it leaves."""
+    q, k, v = _qkv()
+    with AttentionMonitor() as mon:
+        torch.softmax((q * factor) @ k.transpose(-2, -1), dim=-1) @ v
+    report = mon.report()
+    (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert finding.severity in ("warning", "error"), str(report)
+    assert "folded" not in finding.message

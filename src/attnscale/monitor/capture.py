@@ -472,8 +472,10 @@ class Capture(TorchFunctionMode):
             scale_source=source,
             scale_fit_residual=fit_residual,
             softcap=softcap,
-            q_std=tensor_std(q),
-            k_std=tensor_std(k),
+            # before the factors the code applies to q and k: the spreads that tell a scale
+            # folded into the initialisation from one multiplied at run time
+            q_std=tensor_std(q if q_rows is None else q_rows),
+            k_std=tensor_std(k if k_rows is None else k_rows),
             max_abs_qk=max_abs_qk,
             scale_per_head=scale_per_head,
             scale_learned=scale_learned,
