@@ -273,46 +273,20 @@ class Capture(TorchFunctionMode):
     ) -> None:
         if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.dim() < 2:
             return
-        factor = 1.0
-        if func is torch.einsum:
-            parsed = einsum_operands(args)
-            if parsed is None or len(parsed[1]) != 2:
-                return
-            eq, (a, b) = parsed
-            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-                return
-            layout = einsum_layout(eq, a, b)
-            if layout is None:
-                return
-            a_is_q, head_dim, rows_a, rows_b = layout
-            if not a_is_q:
-                a, b, rows_a, rows_b = b, a, rows_b, rows_a
-            q_rows, k_rows = rows_a(a), rows_b(b)
-        else:
-            first = 1 if func in _BADDBMM else 0
-            a = arg(args, kwargs, first, "batch1" if first else "input")
-            b = arg(args, kwargs, first + 1, "batch2" if first else "other")
-            if b is None and not first:
-                b = kwargs.get("mat2")  # bmm's name for it
-            if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
-                return
-            if a.dim() < 2 or b.dim() < 2:
-                return
-            head_dim = int(a.shape[-1])
-            q_rows, k_rows = a, b.transpose(-2, -1)
-            if first:
-                factor = value(kwargs.get("alpha", args[4] if len(args) > 4 else 1))
+        found = _operands(func, args, kwargs)
+        if found is None:
+            return
+        a, b, head_dim, factor, q_rows, k_rows = found
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
         head_factor, learned = None, False
         for t in (a, b):
-            lin = self.lineages.of(t)
-            if lin is not None and lin.product is None and lin.cap_input is None:
-                factor *= lin.factor  # q or k scaled before the product
-                learned |= lin.learned
-                if lin.head_factor is not None:
-                    hf = lin.head_factor
-                    head_factor = hf if head_factor is None else head_factor * hf
+            lin = self.lineages.prescaled(t)  # q or k scaled before the product
+            factor *= lin.factor
+            learned |= lin.learned
+            if lin.head_factor is not None:
+                hf = lin.head_factor
+                head_factor = hf if head_factor is None else head_factor * hf
         max_abs = None
         if out.dtype == torch.float16:
             o = self.sample(out, out.dim() - 2).float()
@@ -562,6 +536,41 @@ class Capture(TorchFunctionMode):
             )
 
         self._guarded(where, "multihead_attention", run)
+
+
+_Operands = tuple[torch.Tensor, torch.Tensor, int, float, torch.Tensor, torch.Tensor]
+
+
+def _operands(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> _Operands | None:
+    """q and k of a product, its head size, its own factor (baddbmm's alpha), and q and k
+    laid out as (..., rows, head_dim); None for a product that is not q·kᵀ-like."""
+    if func is torch.einsum:
+        parsed = einsum_operands(args)
+        if parsed is None or len(parsed[1]) != 2:
+            return None
+        eq, (a, b) = parsed
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return None
+        layout = einsum_layout(eq, a, b)
+        if layout is None:
+            return None
+        a_is_q, head_dim, rows_a, rows_b = layout
+        if not a_is_q:
+            a, b, rows_a, rows_b = b, a, rows_b, rows_a
+        return a, b, head_dim, 1.0, rows_a(a), rows_b(b)
+    first = 1 if func in _BADDBMM else 0
+    a = arg(args, kwargs, first, "batch1" if first else "input")
+    b = arg(args, kwargs, first + 1, "batch2" if first else "other")
+    if b is None and not first:
+        b = kwargs.get("mat2")  # bmm's name for it
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return None
+    if a.dim() < 2 or b.dim() < 2:
+        return None
+    factor = value(kwargs.get("alpha", args[4] if len(args) > 4 else 1)) if first else 1.0
+    return a, b, int(a.shape[-1]), factor, a, b.transpose(-2, -1)
 
 
 def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:

@@ -342,25 +342,46 @@ def diagnose(
     declared_by : str
         Who declared it, in words, for the message.
     """
-    th = thresholds
-    site = where
-    out: list[Finding] = []
-    if s.nonfinite_logits or s.nonfinite_outputs:
-        out.append(
-            Finding(
-                "non-finite",
-                "error",
-                where,
-                f"Measured {s.nonfinite_logits} NaN or +inf logits, and {s.nonfinite_outputs} "
-                f"query rows with a valid key whose attention output is not finite "
-                f"({s.dtype}). NaN spreads to every output and gradient it touches. Look for "
-                f"overflow of QKᵀ in half precision or exploding activations; scale q before "
-                f"the product, or compute the scores in float32. {_link('non-finite')}",
-            )
+    out = [
+        *_nonfinite_findings(where, s),
+        *_mask_findings(where, s, thresholds),
+        *_fp16_findings(where, s, thresholds),
+        *_scale_findings(where, where, s, thresholds, expected_scale, declared_by),
+        *_sharpness_findings(where, s, thresholds),
+    ]
+    return [dataclasses.replace(f, step=s.step) for f in out]
+
+
+def _nonfinite_findings(where: str, s: AttentionStats) -> list[Finding]:
+    if not (s.nonfinite_logits or s.nonfinite_outputs):
+        return []
+    return [
+        Finding(
+            "non-finite",
+            "error",
+            where,
+            f"Measured {s.nonfinite_logits} NaN or +inf logits, and {s.nonfinite_outputs} "
+            f"query rows with a valid key whose attention output is not finite "
+            f"({s.dtype}). NaN spreads to every output and gradient it touches. Look for "
+            f"overflow of QKᵀ in half precision or exploding activations; scale q before "
+            f"the product, or compute the scores in float32. {_link('non-finite')}",
         )
+    ]
+
+
+def _mask_findings(where: str, s: AttentionStats, th: Mapping[str, float]) -> list[Finding]:
+    out = []
     overflowed = s.max_abs_qk is not None and not math.isfinite(s.max_abs_qk)
     if s.masked_rows and not overflowed:  # after an overflow, -inf is no mask
         bad = s.masked_rows_nonfinite
+        consequence = (
+            "A softmax over nothing is 0/0: that NaN reaches the loss unless the row is "
+            "dropped. Give every query at least one key, or zero those rows after the attention."
+            if bad
+            else "Their outputs are finite (SDPA returns zeros for such rows, and a finite "
+            "mask value makes them uniform); this is normal for padding queries, whose "
+            "outputs are unused."
+        )
         out.append(
             Finding(
                 "masked-rows",
@@ -368,17 +389,7 @@ def diagnose(
                 where,
                 f"{s.masked_rows} sampled query rows have no valid key at all (the first at "
                 f"index {s.first_masked_row}, as (batch, head, row)); {bad} of them give a "
-                f"non-finite output. "
-                + (
-                    "A softmax over nothing is 0/0: that NaN reaches the loss unless the row "
-                    "is dropped. Give every query at least one key, or zero those rows after "
-                    "the attention."
-                    if bad
-                    else "Their outputs are finite (SDPA returns zeros for such rows, and a "
-                    "finite mask value makes them uniform); this is normal for padding "
-                    "queries, whose outputs are unused."
-                )
-                + f" {_link('masked-rows')}",
+                f"non-finite output. {consequence} {_link('masked-rows')}",
             )
         )
     if s.mask_leak > th["mask_leak"]:
@@ -394,27 +405,37 @@ def diagnose(
                 f"{_link('leaky-mask')}",
             )
         )
-    if s.dtype == "float16" and s.max_abs_qk is not None:
-        reach = s.max_abs_qk / _FP16_MAX
-        if reach >= 1 / th["fp16_headroom"]:
-            fused = s.path.startswith(("sdpa", "multihead_attention"))  # it is already SDPA
-            fix = (
-                ""
-                if fused
-                else "Multiply q by the scale before QKᵀ (or use F.scaled_dot_product_attention). "
-            )
-            out.append(
-                Finding(
-                    "fp16-overflow-risk",
-                    "error" if reach >= 1 else "warning",
-                    where,
-                    f"Measured max |q·k| before scaling = {s.max_abs_qk:.4g}, {reach:.2g} of "
-                    f"the float16 maximum 65504. Beyond it the product becomes inf and the "
-                    f"softmax NaN. {fix}Compute the scores in float32 or bfloat16, or "
-                    f"normalise q and k. {_link('fp16-overflow-risk')}",
-                )
-            )
-    out.extend(_scale_findings(site, where, s, th, expected_scale, declared_by))
+    return out
+
+
+def _fp16_findings(where: str, s: AttentionStats, th: Mapping[str, float]) -> list[Finding]:
+    if s.dtype != "float16" or s.max_abs_qk is None:
+        return []
+    reach = s.max_abs_qk / _FP16_MAX
+    if reach < 1 / th["fp16_headroom"]:
+        return []
+    fused = s.path.startswith(("sdpa", "multihead_attention"))  # it is already SDPA
+    fix = (
+        ""
+        if fused
+        else "Multiply q by the scale before QKᵀ (or use F.scaled_dot_product_attention). "
+    )
+    return [
+        Finding(
+            "fp16-overflow-risk",
+            "error" if reach >= 1 else "warning",
+            where,
+            f"Measured max |q·k| before scaling = {s.max_abs_qk:.4g}, {reach:.2g} of "
+            f"the float16 maximum 65504. Beyond it the product becomes inf and the "
+            f"softmax NaN. {fix}Compute the scores in float32 or bfloat16, or "
+            f"normalise q and k. {_link('fp16-overflow-risk')}",
+        )
+    ]
+
+
+def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) -> list[Finding]:
+    """Large logits and entropy collapse."""
+    out = []
     big, sat = th["large_logit_std"], th["saturated_fraction"]
     if math.isfinite(s.logit_std) and (s.logit_std > big or s.saturated_fraction > sat):
         severe = s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9)
@@ -447,7 +468,7 @@ def diagnose(
                 f"or σReparam, and check the scale. {_link('entropy-collapse')}",
             )
         )
-    return [dataclasses.replace(f, step=s.step) for f in out]
+    return out
 
 
 def no_attention(unmatched_softmax: int) -> Finding:
