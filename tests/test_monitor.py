@@ -913,7 +913,9 @@ def test_a_named_design_is_declared_and_named_in_the_message() -> None:
     assert finding.severity == "warning" and "smaller than declared" in finding.message
 
 
-@pytest.mark.parametrize("strategy", ["inverse_d", "folded_init", "cosine", "learnable_temperature"])
+@pytest.mark.parametrize(
+    "strategy", ["inverse_d", "folded_init", "cosine", "learnable_temperature"]
+)
 def test_the_librarys_own_strategies_are_designs_not_bugs(strategy: str) -> None:
     from attnscale import MultiHeadAttention
 

@@ -73,6 +73,10 @@ def _scale_before_rope(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> obj
     return torch.softmax(q @ _rope(k).transpose(-2, -1), dim=-1) @ v
 
 
+def _factor_first(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
+    return torch.softmax(SCALE * q @ k.transpose(-2, -1), dim=-1) @ v
+
+
 def _scaled_landmarks(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> object:
     """Nyströmformer-style: q scaled, then averaged over groups of 4 positions."""
     q_land = (q * SCALE).reshape(B, H, N // 4, 4, D).mean(-2)  # (B, H, N/4, D)
@@ -118,6 +122,7 @@ def _multi_head_attention_forward(q: torch.Tensor, k: torch.Tensor, v: torch.Ten
         _log_softmax,
         _ellipsis_einsum,
         _per_head_multiplier,
+        _factor_first,
         _sdpa_after_a_per_head_q_factor,
         _scale_before_rope,
         _scaled_landmarks,
@@ -252,3 +257,39 @@ def test_a_factor_on_q_in_the_code_is_not_read_as_a_folded_initialisation(factor
     (finding,) = [f for f in report.findings if f.code == "scale-mismatch"]
     assert finding.severity in ("warning", "error"), str(report)
     assert "folded" not in finding.message
+
+
+def test_a_contrastive_head_is_not_attention() -> None:
+    """CLIP-style zero-shot head: normalised image and text embeddings, their similarity
+    times a learned logit scale, a softmax over the texts. It compares samples, not positions."""
+    torch.manual_seed(0)
+    logit_scale = nn.Parameter(torch.tensor(math.log(100.0)))
+
+    class Head(nn.Module):
+        def forward(self, image: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
+            image = F.normalize(image, dim=-1)
+            text = F.normalize(text, dim=-1)
+            return torch.softmax(logit_scale.exp() * image @ text.T, dim=-1)
+
+    head = Head()
+    with AttentionMonitor(head) as mon:
+        head(torch.randn(B * H, D), torch.randn(B * H, D))  # as many texts as images
+    report = mon.report()
+    assert report.records == []
+    assert report.codes() == {"no-attention"}
+
+
+def test_a_failure_while_following_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
+    from attnscale.monitor import lineage
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise ZeroDivisionError("planted")
+
+    monkeypatch.setattr(lineage.Lineages, "follow", broken)
+    q, k, v = _qkv()
+    ref = _factor_first(q, k, v)
+    with AttentionMonitor() as mon:
+        out = _factor_first(q, k, v)
+    assert torch.equal(ref, out)  # type: ignore[arg-type]
+    (finding,) = [f for f in mon.report().findings if f.code == "monitor-error"]
+    assert "planted" in finding.message

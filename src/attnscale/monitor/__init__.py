@@ -259,15 +259,15 @@ class AttentionMonitor:
                         worst[f.code] = f
             per_site.extend((f, r.series[f.step or 0]) for f in worst.values())
         findings = grouped(per_site)
-        for where, msg in capture.errors:
+        for (where, msg), times in capture.errors.items():
             findings.append(
                 Finding(
                     "monitor-error",
                     "warning",
                     where,
-                    f"The monitor failed to compute statistics here ({msg}). The model ran "
-                    f"unchanged, but this site's numbers are missing. Please report it. "
-                    f"See {GUIDE_URL}{GUIDE_PAGES['monitor-error']}",
+                    f"The monitor failed to compute statistics here ({msg}; {times} time(s)). "
+                    f"The model ran unchanged, but this site's numbers are missing. Please "
+                    f"report it. See {GUIDE_URL}{GUIDE_PAGES['monitor-error']}",
                 )
             )
         for where, calls in capture.compiled.items():

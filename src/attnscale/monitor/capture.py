@@ -98,7 +98,7 @@ class Capture(TorchFunctionMode):
                 self.names.setdefault(id(m), full or type(m).__name__)
         self.models = list(models)
         self.records: dict[tuple[str, str], AttentionRecord] = {}
-        self.errors: list[tuple[str, str]] = []
+        self.errors: collections.Counter[tuple[str, str]] = collections.Counter()  # and count
         self.ordinals: collections.Counter[tuple[str, str]] = collections.Counter()
         self.unmatched_softmax = 0
         self.compiled: collections.Counter[str] = collections.Counter()  # calls per site
@@ -216,7 +216,10 @@ class Capture(TorchFunctionMode):
         except TypeError:  # an unhashable callable: nothing the monitor follows
             return out
         if followed:
-            self.lineages.follow(func, args, kwargs, out)
+            try:
+                self.lineages.follow(func, args, kwargs, out)
+            except Exception as err:  # never break the model: the lineage ends, and is reported
+                self.errors[(self.where() or "-", f"lineage: {type(err).__name__}: {err}")] += 1
         elif handler is not None:
             where = self.where()
             if where is not None:  # inside the monitored models
@@ -259,7 +262,7 @@ class Capture(TorchFunctionMode):
             with self._own_work():
                 fn()
         except Exception as err:  # never break the model: report instead
-            self.errors.append((where, f"{kind}: {type(err).__name__}: {err}"))
+            self.errors[(where, f"{kind}: {type(err).__name__}: {err}")] += 1
 
     # -- hand-written attention ----------------------------------------------
 
@@ -271,7 +274,9 @@ class Capture(TorchFunctionMode):
         kwargs: dict[str, Any],
         out: Any,
     ) -> None:
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.dim() < 2:
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.dim() < 3:
+            # scores without a batch axis compare across samples (a contrastive image-text
+            # head): attention compares positions within each sample
             return
         found = _operands(func, args, kwargs)
         if found is None:
@@ -481,7 +486,7 @@ class Capture(TorchFunctionMode):
                         grad_at_softmax_input(grad.detach()).float().norm()
                     )
             except Exception as err:  # never break backward: report instead
-                self.errors.append((where, f"gradient: {type(err).__name__}: {err}"))
+                self.errors[(where, f"gradient: {type(err).__name__}: {err}")] += 1
 
         tensor.register_hook(hook)  # type: ignore[no-untyped-call]
 

@@ -199,7 +199,7 @@ def _rotation_table(b: object, x: torch.Tensor) -> bool:
     gradient) with values in [-1, 1] that varies along the feature axis."""
     if not isinstance(b, torch.Tensor) or not b.is_floating_point() or b.requires_grad:
         return False
-    if b.dim() == 0 or b.shape[-1] != x.shape[-1] or b.numel() < 2:
+    if b.dim() == 0 or x.dim() == 0 or b.shape[-1] != x.shape[-1] or b.numel() < 2:
         return False
     return bool((b.abs() <= 1).all())
 
@@ -278,6 +278,8 @@ class Lineages:
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Lineage | None:
         first, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "other")
+        if func in MUL and is_scalar(first) and isinstance(b, torch.Tensor) and b.dim():
+            first, b = b, first  # scale * q: the factor comes first
         if not isinstance(first, torch.Tensor) or not first.is_floating_point():
             return None
         if arg(args, kwargs, 2, "rounding_mode"):
