@@ -28,10 +28,11 @@ results = {case.name: outcome(case) for case in CASES}
 # %%
 # ## The bugs
 #
-# Each row links to the thread; the last two columns list what the monitor reported at
+# Each row links to the thread; the two "findings" columns list what the monitor reported at
 # warning or above on the code as reported and as fixed. Where the intended scale is a
 # choice the monitor cannot know (a config value, a published model's own scale), the case
-# declares it with `AttentionMonitor(expected_scale=...)`, as a user would; the column says so.
+# declares it with `AttentionMonitor(expected_scale=...)`, as a user would, and the
+# "declared scale" column shows it.
 
 # %%
 bugs = [c for c in CASES if c.kind == "bug"]
@@ -109,10 +110,10 @@ print("training loss, mean of each quarter of the run:", ", ".join(f"{q:.3f}" fo
 print(f"held-out loss: {float(trained.parts['seed0']['held_out']):.3f} nats per byte")
 
 # %%
-# The monitor watches the trained model on eight batches of held-out text, then the same
-# batch once with each bug planted in every attention module (the scale the module applies
-# replaced): the target is no warning on the healthy model and a scaling finding on each
-# planted bug.
+# The monitor watches the trained model on eight batches of held-out text. Then each bug in
+# turn is planted in every attention module (the scale the module applies is replaced) and
+# the monitor watches one batch: the target is no warning on the healthy model and a scaling
+# finding for each planted bug.
 
 # %%
 runs = calibration.run(8)
