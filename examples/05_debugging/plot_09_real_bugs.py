@@ -37,11 +37,10 @@ results = {case.name: outcome(case) for case in CASES}
 # %%
 bugs = [c for c in CASES if c.kind == "bug"]
 Table(
-    ["bug", "project", "declared scale", "reported: findings", "fixed: findings", "caught"],
+    ["bug (and its thread)", "declared scale", "reported: findings", "fixed: findings", "caught"],
     [
         [
             c.title,
-            c.project,
             "-" if c.expected_scale is None else f"{c.expected_scale:.4g}",
             ", ".join(sorted(results[c.name][0])) or "none",
             ", ".join(sorted(results[c.name][1])) or "none",
@@ -49,7 +48,7 @@ Table(
         ]
         for c in bugs
     ],
-    links={"bug": [c.thread for c in bugs]},
+    links={"bug (and its thread)": [c.thread for c in bugs]},
 )
 
 # %%
@@ -58,18 +57,17 @@ Table(
 # %%
 traps = [c for c in CASES if c.kind == "trap"]
 Table(
-    ["trap", "project", "declared scale", "findings (either version)", "passed"],
+    ["trap (and its thread)", "declared scale", "findings (either version)", "passed"],
     [
         [
             c.title,
-            c.project,
             "-" if c.expected_scale is None else f"{c.expected_scale:.4g}",
             ", ".join(sorted(results[c.name][0] | results[c.name][1])) or "none",
             "yes" if not results[c.name][0] | results[c.name][1] else "NO",
         ]
         for c in traps
     ],
-    links={"trap": [c.thread for c in traps]},
+    links={"trap (and its thread)": [c.thread for c in traps]},
 )
 
 # %%
