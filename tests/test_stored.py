@@ -242,3 +242,11 @@ def test_parts_run_separately_fill_one_run(toy):
     assert sorted(stored.load("toy", root=root).parts) == ["walk", "walk2"]
     with pytest.raises(ValueError, match="parts: toy has no part"):
         stored.run("toy", parts=["nope"], root=root, log=lambda _: None)
+
+
+def test_checks_table_shows_every_check():
+    checks = [stored.close("a", 1.0, 1.001, rtol=0.01), stored.same_direction("b", -1.0, -2.0)]
+    text = str(stored.checks_table(checks))
+    header = [cell.strip() for cell in text.splitlines()[0].split("|")[1:-1]]
+    assert header == ["check", "stored", "rerun now", "required"]
+    assert all(c.what in text and c.bound in text for c in checks)

@@ -270,10 +270,7 @@ Table(
 
 # %%
 checks = stored.verify(full, stored.rerun("article"))
-Table(
-    ["check", "stored", "rerun now", "required"],
-    [[c.what, c.stored, c.live, c.bound] for c in checks],
-)
+stored.checks_table(checks)
 
 # %%
 # ## References

@@ -320,10 +320,7 @@ for part in PARTS:
 
 # %%
 checks = stored.verify(full, stored.rerun("scaling_matters"))
-Table(
-    ["check", "stored", "rerun now", "required"],
-    [[c.what, c.stored, c.live, c.bound] for c in checks],
-)
+stored.checks_table(checks)
 
 # %%
 # ## References

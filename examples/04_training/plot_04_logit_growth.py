@@ -371,10 +371,7 @@ if not same_text:
         "run's text: the rerun is skipped."
     )
 checks = stored.verify(full, stored.rerun("logit_growth")) if same_text else []
-Table(
-    ["check", "stored", "rerun now", "required"],
-    [[c.what, c.stored, c.live, c.bound] for c in checks],
-)
+stored.checks_table(checks)
 
 # %%
 # ## References

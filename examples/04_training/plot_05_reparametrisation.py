@@ -328,10 +328,7 @@ plt.show()
 
 # %%
 checks = stored.verify(full, stored.rerun("scaling_matters"))
-Table(
-    ["check", "stored", "rerun now", "required"],
-    [[c.what, c.stored, c.live, c.bound] for c in checks],
-)
+stored.checks_table(checks)
 
 # %%
 # ## References

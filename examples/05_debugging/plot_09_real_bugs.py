@@ -141,10 +141,7 @@ Table(
 
 # %%
 checks = stored.verify(trained, stored.rerun("trained_lm"))
-Table(
-    ["check", "stored", "rerun now", "required"],
-    [[c.what, c.stored, c.live, c.bound] for c in checks],
-)
+stored.checks_table(checks)
 
 # %%
 # ## What the cases teach

@@ -50,6 +50,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from .tables import Table
+
 __all__ = [
     "RESULTS",
     "Check",
@@ -57,6 +59,7 @@ __all__ = [
     "Experiment",
     "StaleResults",
     "Stored",
+    "checks_table",
     "close",
     "code_hash",
     "experiment",
@@ -306,6 +309,14 @@ def verify(stored: Stored, live: dict[str, Arrays]) -> list[Check]:
             f" refresh the stored run with `{COMMAND.format(name=stored.name)}`."
         )
     return checks
+
+
+def checks_table(checks: Sequence[Check]) -> Table:
+    """The agreement checks as a page shows them: what, stored, rerun now, required."""
+    return Table(
+        ["check", "stored", "rerun now", "required"],
+        [[c.what, c.stored, c.live, c.bound] for c in checks],
+    )
 
 
 def close(what: str, stored: float, live: float, *, rtol: float, atol: float = 0.0) -> Check:
