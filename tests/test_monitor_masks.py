@@ -107,3 +107,14 @@ def test_a_mask_through_untraced_ops_falls_back_on_the_threshold() -> None:
     stats = mon.report().records[0].last
     assert stats.masked_fraction == pytest.approx(0.75)
     assert math.isfinite(stats.logit_std) and stats.logit_std < 2.0
+
+
+def test_mask_leak_threshold_is_a_probability() -> None:
+    with pytest.raises(ValueError, match="mask_leak"):
+        AttentionMonitor(mask_leak=1.5)
+    rep = _hand("add", -2.0)
+    assert "leaky-mask" in rep.codes()
+    q, k, v = _qkv()
+    with AttentionMonitor(mask_leak=0.9) as mon:  # a looser rule: that leak is tolerated
+        torch.softmax(q @ k.transpose(-2, -1) * D**-0.5 + _window_mask(-2.0), dim=-1) @ v
+    assert "leaky-mask" not in mon.report().codes("info")

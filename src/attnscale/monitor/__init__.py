@@ -335,7 +335,7 @@ def _threshold(name: str, value: object) -> float:
         raise TypeError(f"threshold {name} must be a real number, got {type(value).__name__}")
     if name == "mask_value":
         return _checks.finite_float(value, name)
-    if name in ("saturation", "saturated_fraction", "normalized_entropy"):
+    if name in ("saturation", "saturated_fraction", "normalized_entropy", "mask_leak"):
         return _checks.probability(value, name, open_interval=True)
     v = _checks.positive_float(value, name)
     if name in ("scale_ratio", "fp16_headroom") and v < 1:
