@@ -59,13 +59,18 @@ class AttentionMonitor:
     Inside ``with AttentionMonitor(model) as monitor:`` every attention
     computation of ``model`` is measured: ``F.scaled_dot_product_attention``,
     ``nn.MultiheadAttention`` (every path, the fused fast paths included),
-    ``nn.TransformerEncoderLayer``, and hand-written attention, a softmax
-    over the product of two activations written with ``@``, ``matmul``,
-    ``bmm``, ``baddbmm`` or ``einsum``, with the scale on q, on k, on the
-    product or on a slice of a fused projection. The model runs exactly as
-    without the monitor: outputs, gradients and exceptions are bitwise the
-    same, and on exit torch is left as it was, in whatever order nested
-    monitors exit.
+    ``F.multi_head_attention_forward``, ``nn.TransformerEncoderLayer``, and
+    hand-written attention: a softmax (``softmax``, ``log_softmax``,
+    ``exp(x - logsumexp(x))``, or ``exp`` normalised by hand) over the
+    batched product of two activations written with ``@``, ``matmul``,
+    ``bmm``, ``baddbmm`` or ``einsum``, with the scale on q, on k (before or
+    after RoPE), on the product, per head, or on a slice of a fused
+    projection, and masks, biases, sink columns and buffers on the way. The
+    model runs exactly as without the monitor: outputs, gradients and
+    exceptions are bitwise the same, ``torch.compile`` works inside the
+    block (what runs in compiled kernels is not seen, and the report says
+    so), and on exit torch is left as it was, in whatever order nested
+    monitors exit. FlexAttention is not seen.
 
     The effective scale $c$ of $\mathrm{softmax}(c\,q\cdot k)$ is read from
     the code (the SDPA argument, or the scalar factors on the way from
@@ -76,7 +81,10 @@ class AttentionMonitor:
     scale; it is an ``error`` when the logits are already wide. It is only
     ``info`` when the monitor can tell it is deliberate: T5-style folded
     initialisation, recognised by queries about $\sqrt{d_h}$ times smaller
-    than the keys, or a scale declared with ``expected_scale``.
+    than the keys; a learned temperature; q and k normalised per head, whose
+    check is the bound the scale puts on the logits; or a scale declared with
+    ``expected_scale`` (or by one of this library's strategies). A bug
+    repeated at many sites is one finding that lists them.
 
     Parameters
     ----------
