@@ -44,7 +44,7 @@ PARAM = "param:"  # prefix of the stored weights' array names
 
 def gpt2(budget: dict[str, Any]) -> torch.nn.Module:
     """transformers' GPT2LMHeadModel at the study's size (random weights), its SDPA attention."""
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel  # type: ignore[import-not-found,unused-ignore]
 
     config = GPT2Config(
         vocab_size=VOCAB,
@@ -58,7 +58,7 @@ def gpt2(budget: dict[str, Any]) -> torch.nn.Module:
         bos_token_id=None,  # GPT-2's 50256 is outside a byte vocabulary
         eos_token_id=None,
     )
-    return GPT2LMHeadModel(config)
+    return GPT2LMHeadModel(config)  # type: ignore[no-any-return,unused-ignore]
 
 
 def train(budget: dict[str, Any], seed: int, device: str) -> dict[str, np.ndarray]:
