@@ -294,8 +294,12 @@ class Lineages:
             return dataclasses.replace(lin, learned=learned)
         per_head = _per_head(b, first)
         if per_head is None:
-            if func in MUL and base.product is None and _rotation_table(b, first):
-                return self.of(first)  # RoPE's cos or sin: a scale applied before it stays
+            # RoPE's cos or sin: a scale applied before it stays (only a tracked q or k is
+            # worth the check's pass over the table)
+            tracked = self.of(first)
+            rope = tracked is not None and tracked.product is None and func in MUL
+            if rope and _rotation_table(b, first):
+                return tracked
             return None  # tensor by tensor: not a scale, the lineage ends
         per_head = per_head if func in MUL else 1 / per_head
         if base.head_factor is not None:
