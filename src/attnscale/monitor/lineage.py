@@ -361,9 +361,11 @@ class Lineages:
         for t, lin in zip(parts, lins, strict=True):
             shape = (*out.shape[:-1], t.shape[-1])
             mask = lin.mask if lin is not None and lin.mask is not None else None
-            masks.append(torch.zeros(shape, dtype=torch.bool) if mask is None else mask)
+            masks.append(
+                torch.zeros(shape, dtype=torch.bool, device=out.device) if mask is None else mask
+            )
             sink = lin.sink if lin is not None and lin.sink is not None else None
-            untracked = torch.full((t.shape[-1],), lin is None)
+            untracked = torch.full((t.shape[-1],), lin is None, device=out.device)
             sinks.append(untracked if sink is None else sink)
         any_mask = any(lin is not None and lin.mask is not None for lin in lins)
         mask = torch.cat(
