@@ -91,11 +91,14 @@ class Capture(TorchFunctionMode):
         self.mask_value = mask_value
         self.saturation = saturation
         self.names: dict[int, str] = {}
+        self._by_name: dict[str, nn.Module] = {}  # the reverse, for report time
         prefix = len(models) > 1
         for i, model in enumerate(models):
             for name, m in model.named_modules():
                 full = f"{i}.{name}" if prefix and name else (f"{i}" if prefix else name)
-                self.names.setdefault(id(m), full or type(m).__name__)
+                if id(m) not in self.names:
+                    self.names[id(m)] = full or type(m).__name__
+                    self._by_name.setdefault(self.names[id(m)], m)
         self.models = list(models)
         self.records: dict[tuple[str, str], AttentionRecord] = {}
         self.errors: collections.Counter[tuple[str, str]] = collections.Counter()  # and count
@@ -145,11 +148,7 @@ class Capture(TorchFunctionMode):
 
     def module(self, name: str) -> nn.Module | None:
         """The monitored module a site is named after, if the monitor was given models."""
-        found: nn.Module | None = next(
-            (m for model in self.models for m in model.modules() if self.names.get(id(m)) == name),
-            None,
-        )
-        return found
+        return self._by_name.get(name)
 
     def on_compiled(self, module: nn.Module) -> None:
         """Count a call into a ``torch.compile``d module: its inside runs unseen."""
