@@ -930,18 +930,75 @@ def test_the_librarys_own_strategies_are_designs_not_bugs(strategy: str) -> None
     assert not report.codes("warning") & {"scale-mismatch"}, str(report)
 
 
+_FLEX_SLOPES = torch.tensor([0.5, 0.25, 0.125, 0.0625])  # per head: ALiBi slopes, multipliers
+
+
+def _flex_cases() -> dict[str, tuple[dict[str, Any], float, set[str]]]:
+    """flex_attention's keyword arguments, the scale the monitor should read (times sqrt(d)),
+    and the findings it should give."""
+    d = 16
+    return {
+        "default scale": ({}, 1.0, set()),
+        "scale= argument": ({"scale": 1.0}, math.sqrt(d), {"scale-mismatch"}),
+        "double scaling in score_mod": (
+            {"score_mod": lambda s, b, h, i, j: s / math.sqrt(d)},
+            1 / math.sqrt(d),
+            {"scale-mismatch"},
+        ),
+        "soft-cap": ({"score_mod": lambda s, b, h, i, j: 2 * torch.tanh(s / 2)}, 1.0, set()),
+        "ALiBi bias": (
+            {"score_mod": lambda s, b, h, i, j: s + _FLEX_SLOPES[h] * (j - i), "causal": True},
+            1.0,
+            set(),
+        ),
+        "per-head multiplier": (
+            {"score_mod": lambda s, b, h, i, j: s * 4 * _FLEX_SLOPES[h]},
+            2**-0.5,  # the geometric mean of the heads' scales (1/2, 1/4, 1/8, 1/16), times 4
+            {"scale-mismatch"},
+        ),
+    }
+
+
 @pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
-def test_flex_attention_is_not_seen_and_the_report_says_so() -> None:
-    """The knobs page says the monitor cannot read FlexAttention: keep that claim true."""
+@pytest.mark.parametrize("case", list(_flex_cases()))
+def test_flex_attention_scale_and_score_mod_are_read(case: str) -> None:
+    """Eager flex_attention runs its operator through the monitor's mode: the scale is its
+    scale= times the score_mod's slope, measured on a probe; a bias or a cap is no scale
+    (issue 24: FlexAttention was not seen, and a double scaling in score_mod went unnoticed)."""
     flex = pytest.importorskip("torch.nn.attention.flex_attention")
-    q = torch.randn(1, 2, 8, 16)
+    kwargs, ratio, codes = _flex_cases()[case]
+    kwargs = dict(kwargs)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(2, 4, 32, 16) for _ in range(3))
+    if kwargs.pop("causal", False):
+        kwargs["block_mask"] = flex.create_block_mask(
+            lambda b, h, i, j: i >= j, None, None, 32, 32, device="cpu"
+        )
+    expected = flex.flex_attention(q, k, v, **kwargs)
     with AttentionMonitor() as monitor:
-        out = flex.flex_attention(q, q, q, score_mod=lambda s, b, h, i, j: 5 * torch.tanh(s / 5))
+        out = flex.flex_attention(q, k, v, **kwargs)
     report = monitor.report()
-    assert out.shape == q.shape
-    assert report.records == []
-    assert report.codes() == {"no-attention"}
-    assert "FlexAttention" in report.findings[0].message
+    assert torch.equal(out, expected)
+    (record,) = report.records
+    s = record.series[0]
+    assert s.path == "flex_attention"
+    assert s.scale_ratio == pytest.approx(ratio, rel=1e-5)
+    assert report.codes("warning") | report.codes("error") == codes, str(report)
+    if "block_mask" in kwargs:  # the causal block mask masks about half of each row
+        assert 0.4 < s.masked_fraction < 0.5
+    if case == "per-head multiplier":
+        assert s.scale_per_head == pytest.approx([1 / 2, 1 / 4, 1 / 8, 1 / 16], rel=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
+def test_flex_attention_with_grouped_query_heads() -> None:
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    q, kv = torch.randn(1, 4, 16, 8), torch.randn(1, 2, 16, 8)
+    with AttentionMonitor() as monitor:
+        flex.flex_attention(q, kv, kv, enable_gqa=True)
+    (record,) = monitor.report().records
+    assert record.series[0].scale_ratio == pytest.approx(1.0)
+    assert record.series[0].num_heads == 4
 
 
 def test_entropy_of_one_hot_rows_is_never_negative() -> None:

@@ -100,3 +100,36 @@ def test_exit_leaves_no_global_hook_and_no_warning_filter() -> None:
         model(torch.randn(B, N, D))
     assert not module_mod._has_any_global_hook()
     assert warnings.filters == filters
+
+
+@pytest.mark.filterwarnings(TORCH_OWN)
+def test_compiled_flex_attention_is_not_seen_and_the_report_says_so() -> None:
+    """Compiled, FlexAttention runs as a kernel: nothing reaches the monitor's mode."""
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    compiled = torch.compile(flex.flex_attention)  # inductor, as transformers compiles it
+    q = torch.randn(1, 2, 8, 16)
+    with AttentionMonitor() as monitor:
+        out = compiled(q, q, q)
+    torch._dynamo.reset()
+    report = monitor.report()
+    assert out.shape == q.shape
+    assert report.records == []
+    assert report.codes() == {"no-attention"}
+    assert "FlexAttention under torch.compile" in report.findings[0].message
+
+
+def test_an_error_in_compiled_flex_attention_is_the_one_raised_without_the_monitor() -> None:
+    """Dynamo gives up on flex_attention (it raises: no backward on CPU) and runs it eagerly,
+    compiling the frames it calls on their own. The monitor's mode, compiled so, read
+    ``query.dim()`` as False and raised another error; it is now never a frame of its own."""
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    compiled = torch.compile(flex.flex_attention, backend="eager")
+    q = torch.randn(1, 2, 8, 16, requires_grad=True)
+    with pytest.raises(Exception) as without:
+        compiled(q, q, q)
+    torch._dynamo.reset()
+    with pytest.raises(Exception) as within, AttentionMonitor():
+        compiled(q, q, q)
+    torch._dynamo.reset()
+    assert type(within.value) is type(without.value)
+    assert str(within.value) == str(without.value)

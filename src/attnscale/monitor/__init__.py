@@ -70,7 +70,10 @@ class AttentionMonitor:
     exceptions are bitwise the same, ``torch.compile`` works inside the
     block (what runs in compiled kernels is not seen, and the report says
     so), and on exit torch is left as it was, in whatever order nested
-    monitors exit. FlexAttention is not seen.
+    monitors exit. FlexAttention called eagerly is read: its ``scale=``
+    times the slope of its ``score_mod`` (measured on a probe, so a bias or a
+    soft-cap is no scale), with its block mask; compiled, as ``transformers``
+    runs it, it is a kernel the monitor cannot see.
 
     The effective scale $c$ of $\mathrm{softmax}(c\,q\cdot k)$ is read from
     the code (the SDPA argument, or the scalar factors on the way from
@@ -121,8 +124,9 @@ class AttentionMonitor:
         back through ``out_proj`` first). This is exact without dropout on
         the weights; with dropout (``dropout_p > 0``, or a module in
         training with dropout) the mask is unknown and it stays None. It also
-        stays None for the fused fast paths (they run without gradients) and
-        when no backward pass runs inside the block. The hooks only read
+        stays None for the fused fast paths (they run without gradients), for
+        FlexAttention (it has no backward on the CPU, where this could be
+        tested) and when no backward pass runs inside the block. The hooks only read
         gradients, so backward is unchanged.
     sample_batch : int
         Statistics use at most this many elements of the leading (batch) axis,

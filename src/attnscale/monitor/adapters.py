@@ -33,6 +33,7 @@ __all__ = [
     "fused_encoder_arguments",
     "mha_arguments",
     "on_mha",
+    "on_flex",
     "on_mha_forward",
     "on_sdpa",
     "softmax_backward",
@@ -122,13 +123,18 @@ def on_sdpa(
 
 
 def _prescaled_scale(
-    capture: Capture, q: torch.Tensor, k: torch.Tensor, c: float, shape: torch.Size
+    capture: Capture,
+    q: torch.Tensor,
+    k: torch.Tensor,
+    c: float,
+    shape: torch.Size,
+    head_factor: torch.Tensor | None = None,
 ) -> dict[str, Any]:
-    """SDPA's scale times the factors applied to q and k before the call, per head too."""
+    """The kernel's scale times the factors applied to q and k before the call, per head too."""
     lq, lk = capture.lineages.prescaled(q), capture.lineages.prescaled(k)
-    head_factor = lq.head_factor
-    if lk.head_factor is not None:
-        head_factor = lk.head_factor if head_factor is None else head_factor * lk.head_factor
+    for hf in (lq.head_factor, lk.head_factor):
+        if hf is not None:
+            head_factor = hf if head_factor is None else head_factor * hf
     scale, per_head = head_scales(c * lq.factor * lk.factor, head_factor, shape)
     return {"scale": scale, "scale_per_head": per_head, "scale_learned": lq.learned or lk.learned}
 
@@ -156,6 +162,100 @@ def _sdpa_masks(
             positions = torch.broadcast_to(capture.lineages.additive_mask(full), logits.shape)
             logits = logits + full.float()
     return logits, positions
+
+
+# -- FlexAttention -----------------------------------------------------------------------------
+
+
+def on_flex(
+    capture: Capture, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> None:
+    """The ``flex_attention`` higher-order operator, as eager ``flex_attention`` calls it.
+
+    Its arguments are q, k, v, the traced ``score_mod``, the block mask as a tuple (its
+    ``mask_mod`` last), the scale, kernel options and the buffers the two functions read.
+    The logits of the sampled rows are ``score_mod`` applied to the scaled scores, with
+    ``mask_mod`` applied as the kernel applies it. What ``score_mod`` does to the scale is
+    measured on a probe: its slope at scores of zero, per head, so a ``score_mod`` that
+    multiplies the scores counts in the scale while a bias, a soft-cap or a mask does not.
+    """
+    q, k, score_mod, block_mask, c = args[0], args[1], args[3], args[4], args[5]
+    score_buffers = tuple(args[7]) if len(args) > 7 else tuple(kwargs.get("score_mod_other_buffers", ()))
+    mask_buffers = tuple(args[8]) if len(args) > 8 else tuple(kwargs.get("mask_mod_other_buffers", ()))
+    c = value(c)
+    qs = capture.sample(q, rows_dim=2)  # (nb, heads, rows, d)
+    ks = _repeat_heads(capture.sample(k), qs)
+    nb, heads, lq, lk = qs.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    rows = capture.row_index(lq).to(q.device)
+    grid = (
+        torch.arange(nb, device=q.device),
+        torch.arange(heads, device=q.device),
+        rows,
+        torch.arange(lk, device=q.device),
+    )
+    scores = (qs.float() @ ks.float().transpose(-2, -1)) * c  # (nb, heads, rows, k_len)
+    mods = _flex_grid(score_mod, 1, score_buffers)
+    keep = _flex_grid(block_mask[-1], 0, mask_buffers)(*grid).broadcast_to(scores.shape)
+    logits = mods(scores, *grid).float().masked_fill(~keep, -math.inf)
+    slope = _score_mod_slope(mods, grid, scores, keep)  # (heads,)
+    same = bool(torch.allclose(slope, slope[0], rtol=1e-5))
+    head_factor = None if same else slope[:, None, None]
+    read = _prescaled_scale(capture, q, k, c * float(slope[0]) if same else c, logits.shape, head_factor)
+    head_dim = int(q.shape[-1])
+    capture.record(
+        ("flex_attention", where),
+        path="flex_attention",
+        logits=logits,
+        shape=tuple(q.shape),
+        dtype=q.dtype,
+        head_dim=head_dim,
+        num_heads=heads,
+        source="flex_attention",
+        q=qs,
+        k=ks,
+        outputs=None,
+        max_abs_qk=float((scores / c).abs().max()) if q.dtype == torch.float16 and c else None,
+        q_rows=qs / capture.lineages.prescale(q),
+        k_rows=ks / capture.lineages.prescale(k),
+        **read,
+    )
+    # No gradient is watched: FlexAttention has no backward on CPU, where this could be tested.
+
+
+def _flex_grid(fn: Callable[..., Any], scores: int, buffers: tuple[Any, ...]) -> Callable[..., Any]:
+    """``fn(*scores, b, h, q_idx, kv_idx, *buffers)`` over the whole (b, h, q, kv) grid.
+
+    FlexAttention's functions are written for one position; as in its own reference
+    implementation, they are vectorised with one ``vmap`` per axis.
+    """
+    lead = (0,) * scores
+    rest = (None,) * len(buffers)
+    for dims in ((None, None, None, 0), (None, None, 0, None), (None, 0, None, None)):
+        fn = torch.vmap(fn, in_dims=(*lead, *dims, *rest), out_dims=0)
+    fn = torch.vmap(fn, in_dims=(*lead, 0, None, None, None, *rest), out_dims=0)
+
+    def call(*args: Any) -> Any:
+        from torch._dynamo._trace_wrapped_higher_order_op import TransformGetItemToIndex
+
+        with TransformGetItemToIndex():  # `table[h]` in a score_mod: an index, as in the kernel
+            return fn(*args, *buffers)
+
+    return call
+
+
+def _score_mod_slope(
+    mods: Callable[..., Any],
+    grid: tuple[torch.Tensor, ...],
+    scores: torch.Tensor,
+    keep: torch.Tensor,
+) -> torch.Tensor:
+    """d score_mod / d score at scores of ±δ, the median over each head's kept positions."""
+    delta = 1e-2
+    # in float64, so that a large bias the score_mod adds cancels exactly in the difference
+    up = mods(torch.full_like(scores, delta, dtype=torch.float64), *grid).double()
+    down = mods(torch.full_like(scores, -delta, dtype=torch.float64), *grid).double()
+    slope = ((up - down) / (2 * delta)).masked_fill(~keep, math.nan)  # (nb, heads, rows, k_len)
+    return slope.transpose(0, 1).reshape(scores.shape[1], -1).nanmedian(dim=1).values.float()
 
 
 # -- nn.MultiheadAttention and the fused nn.TransformerEncoderLayer ----------------------------

@@ -115,6 +115,11 @@ class Capture(TorchFunctionMode):
     # -- life cycle -------------------------------------------------------
 
     def start(self) -> None:
+        # Where dynamo gives up on a frame (a user function that raises, say), the frame runs
+        # eagerly and dynamo compiles the frames it calls one by one, this method among them.
+        # Compiled on its own it returned wrong values (flex_attention's `query.dim()` came
+        # back False). Skipped as a frame of its own, it is still traced inside compiled code.
+        torch._dynamo.eval_frame.skip_code(Capture.__torch_function__.__code__)
         REGISTRY.add(self)
         torch._C._push_on_torch_function_stack(self)
         self.active = True
@@ -592,6 +597,14 @@ def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:
     }
 
 
+def _flex_attention_op() -> Any:
+    try:
+        from torch._higher_order_ops.flex_attention import flex_attention
+    except ImportError:  # a torch without FlexAttention
+        return object()
+    return flex_attention
+
+
 # What each torch function is to the monitor, besides the steps a lineage follows
 # (lineage.FOLLOWED): an attention call site, its kind, and its handler.
 _Handler = Callable[[Capture, str, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any], None]
@@ -607,5 +620,10 @@ _HANDLERS: dict[Any, tuple[str, _Handler]] = {
         lambda c, where, func, args, kwargs, out: adapters.on_mha_forward(
             c, where, args, kwargs, out
         ),
+    ),
+    # the operator eager flex_attention runs (compiled FlexAttention runs a kernel, unseen)
+    _flex_attention_op(): (
+        "flex_attention",
+        lambda c, where, func, args, kwargs, out: adapters.on_flex(c, where, args, kwargs, out),
     ),
 }

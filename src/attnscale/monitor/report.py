@@ -43,7 +43,8 @@ class AttentionStats:
     ``scale`` is the factor $c$ in $\mathrm{softmax}(c\,q\cdot k)$ as the
     monitor read it, and ``scale_source`` says how: ``"sdpa-argument"``,
     ``"sdpa-default"``, ``"multihead_attention"`` (the module always uses
-    $1/\sqrt{d_h}$), ``"traced"`` (hand-written attention: the product of the
+    $1/\sqrt{d_h}$), ``"flex_attention"`` (its ``scale`` times the slope of
+    its ``score_mod`` at zero, measured per head), ``"traced"`` (hand-written attention: the product of the
     scalar factors applied to $q$, $k$ and $QK^\top$ on the way to the
     softmax) or ``"fitted"`` (a least-squares fit of the softmax input against
     the $QK^\top$ product, when the path from one to the other went through
@@ -131,7 +132,7 @@ class AttentionRecord:
         Module path (``layers.0.self_attn``) or class path of the caller, with
         ``#i`` appended for the i-th attention in one module call (i > 0).
     kind : str
-        ``"sdpa"``, ``"multihead_attention"`` or ``"softmax(QK^T)"``.
+        ``"sdpa"``, ``"multihead_attention"``, ``"flex_attention"`` or ``"softmax(QK^T)"``.
     series : list of AttentionStats
         One entry per call, in order.
     """
