@@ -31,7 +31,7 @@ linked to the page that demonstrates it.
 #    growing logits is collapse ([step 6](plot_04_entropy_collapse.md)).
 #
 # 7. **Anything measured at all?** `no-attention` is a warning: the report cannot vouch for
-#    attention it never saw: a custom kernel, FlexAttention
+#    attention it never saw: a custom kernel, FlexAttention under `torch.compile`
 #    ([the scale in real code](plot_07_knobs_in_real_code.md)), or the wrong model passed to
 #    the monitor. `compiled` is a warning too: a `torch.compile`d module ran and nothing was
 #    measured inside it; run the uncompiled module for the monitored steps. The

@@ -133,17 +133,50 @@ print(f"flex output the same with and without the monitor: {torch.equal(flex, fl
 
 # %%
 # The capped computations agree with each other, and differ from SDPA's uncapped output by
-# far more. **The monitor does not see the FlexAttention call.** What reaches its
-# `TorchFunctionMode` is the block-mask set-up and one call of the `flex_attention`
-# higher-order operator, which `flex_attention` compiles internally even when called eagerly;
-# the product, the `score_mod` and the softmax happen inside it. None of what the monitor reads
-# (SDPA, `nn.MultiheadAttention`, a softmax over a $QK^\top$ product) appears, so its report
-# for that block is empty and says `no-attention` rather than passing in silence.
-# The explicit soft-capped attention is read in full, cap included:
+# far more. Called eagerly, `flex_attention` compiles itself internally but still runs one
+# operator, the `flex_attention` higher-order operator, through torch's function dispatch, with
+# q, k, v, the traced `score_mod`, the block mask and the scale as its arguments. The monitor
+# handles that operator: it recomputes the scores of the sampled rows, applies `score_mod` and
+# the block mask to them as the kernel does, and measures what `score_mod` does to the scale on
+# a probe: its slope at a score of zero, per head. A score_mod that multiplies the scores
+# changes the scale; a bias (ALiBi) or a soft-cap, whose slope at zero is 1, does not. So the
+# capped call reads as plain $1/\sqrt{d_h}$, as the explicit soft-capped attention does (which
+# also reports its cap):
 
-print(f"records for the flex_attention block: {len(flex_report.records)}")
-print(finding(flex_report, "no-attention"))
+print(scale_line(flex_report))
 print(scale_line(capped_report))
+
+# %%
+# The same probe catches a scale applied twice: once by `flex_attention` (its default
+# $1/\sqrt{E}$), and once more inside a `score_mod` written for kernels that take raw scores.
+
+
+def scaled_again(
+    score: torch.Tensor,
+    batch: torch.Tensor,
+    head: torch.Tensor,
+    q_idx: torch.Tensor,
+    k_idx: torch.Tensor,
+) -> torch.Tensor:
+    """A score_mod that divides by sqrt(head_dim) again: the bug."""
+    return score / math.sqrt(HEAD_DIM)
+
+
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+    with AttentionMonitor() as monitor:
+        flex_attention(q, k, v, score_mod=scaled_again)
+twice = monitor.report()
+print(scale_line(twice))
+print(finding(twice, "scale-mismatch"))
+
+# %%
+# **Compiled, FlexAttention is not seen.** `torch.compile(flex_attention)`, which is how
+# `transformers` runs its `flex_attention` implementation, turns the operator into a generated
+# kernel: nothing of it passes through torch's function dispatch, so the monitor's report for
+# such a model is empty and says `no-attention` rather than passing in silence. The gradient at
+# the logits is not recorded for FlexAttention either: it has no backward pass on the CPU,
+# where this site is built and its tests run.
 
 # %%
 # ## FlashAttention: `softmax_scale` and `softcap`
