@@ -45,26 +45,49 @@ def logit_stats(
         masked row is.
     """
     x = logits.detach().float()
+    finite = torch.isfinite(x)
+    all_finite = bool(finite.all())
     # every entry is exactly one of: valid, masked (by the mask tensor, or <= mask_value
     # without one; -inf always), a sink column, NaN or +inf
-    masked = x <= mask_value if mask is None else (mask | (x == -math.inf)) & (x < math.inf)
-    sinks = torch.zeros_like(x, dtype=torch.bool) if sink is None else sink.expand_as(x) & ~masked
-    invalid = masked | sinks | ~(x < math.inf)
-    count = (~invalid).sum(-1, dtype=torch.float32)  # (..., rows)
-    out = _spread(x, invalid, count) | _probabilities(x, invalid, count, saturation)
+    if mask is None:
+        masked = x <= mask_value
+    elif all_finite:
+        masked = mask.expand_as(x).contiguous()  # reductions over a broadcast view are slow
+    else:
+        masked = (mask | (x == -math.inf)) & (x < math.inf)
+    invalid = masked if all_finite else masked | ~finite
+    sinks = None
+    if sink is not None:
+        sinks = sink.expand_as(x) & ~masked
+        invalid = invalid | sinks
+    count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
+    xm = x.masked_fill(invalid, -math.inf)
+    top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
+    out = _spread(x, invalid, count) | _probabilities(xm, top, count, saturation)
     empty = count == 0  # (..., rows): no valid key at all
     # a row's output is bad when it has a non-finite value; without the model's own
-    # output, the softmax of the logits stands in for it
-    weights = torch.softmax(x, dim=-1) if outputs is None else outputs.detach()
-    bad_out = ~torch.isfinite(weights).all(-1)  # (..., rows)
+    # output, the softmax of the logits stands in for it, which is finite if they are
+    if outputs is not None:
+        bad_out = ~torch.isfinite(outputs.detach().float().sum(-1))  # (..., rows)
+    elif all_finite:
+        bad_out = torch.zeros_like(empty)
+    else:
+        bad_out = ~torch.isfinite(torch.softmax(x, dim=-1)).all(-1)
+    # the probability the masked entries still take: their max against the valid keys'
+    # (the sink columns' too), and the full softmax only where that is not negligible
+    leak = masked if all_finite else masked & finite
+    others = top if sinks is None else x.masked_fill(~finite | leak, -math.inf).amax(-1, True)
+    n_masked_t = torch.count_nonzero(masked)
     scalars = torch.stack(  # one transfer for all scalars (one device sync on GPU)
         [
-            torch.count_nonzero(masked).float(),
+            n_masked_t.float(),
             empty.sum().float(),
             (empty & bad_out).sum().float(),
             (~empty & bad_out).sum().float(),
-            _share(x, masked & torch.isfinite(x), empty).max() if x.numel() else x.new_zeros(()),
-            _share(x, sinks, empty).sum() / (~empty).sum().clamp_min(1),
+            _share(x, finite, leak, others, empty).max() if bool(n_masked_t) else _zero(x),
+            _zero(x) if sinks is None else _share(x, finite, sinks, None, empty).sum()
+            / (~empty).sum().clamp_min(1),
+            _zero(x) if sinks is None else sinks.sum().float(),
         ]
     ).tolist()
     n_masked, n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[:4])
@@ -82,7 +105,7 @@ def logit_stats(
         "masked_rows": n_empty,
         "masked_rows_nonfinite": n_empty_bad,
         "first_masked_row": first,
-        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(sinks.sum()),
+        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(scalars[6]),
         "nonfinite_outputs": n_live_bad,
         "sampled_rows": int(count.numel()),
         "keys": int(x.shape[-1]) if x.dim() else None,
@@ -93,13 +116,14 @@ def _spread(x: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor) -> dict
     """Mean, within-row standard deviation and largest size of the valid logits."""
     x0 = x.masked_fill(invalid, 0.0)
     row_mean = x0.sum(-1, keepdim=True) / count.unsqueeze(-1).clamp_min(1)  # (..., rows, 1)
-    centred = (x0 - row_mean).masked_fill_(invalid, 0.0)
+    centred = torch.where(invalid, 0.0, x0 - row_mean)
+    low, high = torch.aminmax(x0) if x.numel() else (_zero(x), _zero(x))
     tot, xsum, sq, max_abs = torch.stack(
         [
             count.sum(),
             x0.sum(),
-            (centred * centred).sum(),
-            x0.abs().max() if x.numel() else _zero(x),
+            torch.linalg.vector_norm(centred).square(),
+            torch.maximum(-low, high),
         ]
     ).tolist()
     if tot == 0:
@@ -107,28 +131,37 @@ def _spread(x: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor) -> dict
     return {"logit_mean": xsum / tot, "logit_std": math.sqrt(sq / tot), "max_abs_logit": max_abs}
 
 
+_EXP_FLOOR = 80.0
+
+
 def _zero(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros((), dtype=x.dtype, device=x.device)
 
 
 def _probabilities(
-    x: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor, saturation: float
+    xm: torch.Tensor, top: torch.Tensor, count: torch.Tensor, saturation: float
 ) -> dict[str, float]:
-    """Entropy, largest probability and saturation of the softmax over the valid keys."""
-    # entropy as lse - sum(p x) on max-centred logits, which needs no 0 * log 0 and cannot
-    # go negative (lse >= 0 and every centred logit is <= 0; uncentred, the two terms cancel
-    # in float32 for one-hot rows)
-    top = x.masked_fill(invalid, -math.inf).amax(-1, keepdim=True)
-    xc = (x - top.masked_fill(~torch.isfinite(top), 0.0)).masked_fill_(invalid, 0.0)
-    lse = torch.logsumexp(xc.masked_fill(invalid, -math.inf), dim=-1, keepdim=True)
-    p = (xc - lse).exp_().masked_fill_(invalid, 0.0)  # (..., rows, k_len); NaN in empty rows
-    ent = lse.squeeze(-1) - (p * xc).sum(-1)  # (..., rows)
+    """Entropy, largest probability and saturation of the softmax over the valid keys.
+
+    ``xm`` holds the logits with every invalid entry at -inf, ``top`` their row maxima.
+    """
+    # from max-centred logits xc <= 0: exp cannot overflow and the top entry's term is exactly
+    # 1, so the row sum S >= 1, the largest probability is 1/S, and the entropy
+    # log S - sum(e·xc)/S is a sum of two terms >= 0 (computed as lse - sum(p x) on
+    # uncentred logits, the two cancel in float32 for one-hot rows and went negative)
+    # Centred logits below -_EXP_FLOOR are raised to it: their terms, under e^-80 against the
+    # top entry's 1, are lost in float32 either way, and exp is about 30 times slower on CPU
+    # where its result underflows (a masked entry at -inf included).
+    xc = (xm - top.masked_fill(top == -math.inf, 0.0)).clamp_min_(-_EXP_FLOOR)
+    e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
+    total = e.sum(-1).clamp_min(1.0)  # (..., rows); rows with no valid key are dropped below
+    ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
     # rows with one valid key are one-hot by construction: not evidence of saturation
     live = count >= 2  # (..., rows)
-    zero = _zero(x)
+    zero = _zero(xm)
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
-    pmax = torch.where(live, p.max(-1).values, zero)  # (..., rows)
-    if x.dim() >= 3:
+    pmax = torch.where(live, total.reciprocal(), zero)
+    if xm.dim() >= 3:
         # mean normalized entropy per head: heads are the third-to-last axis
         axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
         heads_live = live.sum(dim=axes)
@@ -138,12 +171,12 @@ def _probabilities(
         min_head = frac.sum() / live.sum().clamp_min(1)
     n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
         [
-            live.sum().to(x.dtype),
+            live.sum().to(xm.dtype),
             torch.where(live, ent, zero).sum(),
             frac.sum(),
-            min_head.to(x.dtype),
+            min_head.to(xm.dtype),
             pmax.sum(),
-            ((pmax > saturation) & live).sum().to(x.dtype),
+            ((pmax > saturation) & live).sum().to(xm.dtype),
         ]
     ).tolist()
     nan = math.nan
@@ -156,16 +189,25 @@ def _probabilities(
     }
 
 
-def _share(x: torch.Tensor, which: torch.Tensor, empty: torch.Tensor) -> torch.Tensor:
+def _share(
+    x: torch.Tensor,
+    finite: torch.Tensor,
+    which: torch.Tensor,
+    others: torch.Tensor | None,
+    empty: torch.Tensor,
+) -> torch.Tensor:
     """Per row, the probability that the entries ``which`` take in the softmax over every
-    finite logit; 0 in rows with no valid key."""
+    finite logit; 0 in rows with no valid key. ``others``: the row maxima of the finite
+    entries outside ``which``, where known."""
     zero = _zero(x)
     if not bool(which.any()):
         return zero.expand(empty.shape)
-    xf = x.masked_fill(~torch.isfinite(x), -math.inf)
+    xf = x.masked_fill(~finite, -math.inf)
+    if others is None:
+        others = xf.masked_fill(which, -math.inf).amax(-1, keepdim=True)
     # the usual case, a mask far below the row (-1e9, finfo.min): a share under e^-40 per
     # entry, found with one max per row instead of two logsumexps
-    gap = xf.masked_fill(~which, -math.inf).amax(-1) - xf.masked_fill(which, -math.inf).amax(-1)
+    gap = xf.masked_fill(~which, -math.inf).amax(-1) - others.squeeze(-1)
     if bool((gap.nan_to_num(-math.inf) < -40).all()):
         return zero.expand(empty.shape)
     share = (
