@@ -306,9 +306,10 @@ class Capture(TorchFunctionMode):
             k=b.detach(),
             head_dim=head_dim,
             max_abs_qk=max_abs,
-            # as before the factors on q and k, which the scale includes
-            q_rows=self.sample(q_rows.detach(), q_rows.dim() - 2) / self.lineages.prescale(a),
-            k_rows=self.sample(k_rows.detach()) / self.lineages.prescale(b),
+            q_rows=q_rows.detach(),
+            k_rows=k_rows.detach(),
+            q_prescale=self.lineages.prescale(a),
+            k_prescale=self.lineages.prescale(b),
         )
         self.lineages.set(out, Lineage(product, factor, head_factor=head_factor, learned=learned))
         self._recent.append(product)
@@ -347,6 +348,8 @@ class Capture(TorchFunctionMode):
             if read["scale"] is None:  # not a multiple of that product: a classifier's
                 self.unmatched_softmax += 1  # logits of the same shape, not attention
                 return
+        q_rows, k_rows = product.q_rows, product.k_rows
+        assert q_rows is not None and k_rows is not None
         mask = sink = None
         if lin is not None and lin.mask is not None and lin.mask.shape == x.shape:
             mask = self.sample(lin.mask, x.dim() - 2)
@@ -367,8 +370,9 @@ class Capture(TorchFunctionMode):
             k=self.sample(product.k),
             outputs=self.sample(out, out.dim() - 2) if weights else None,
             max_abs_qk=product.max_abs_qk,
-            q_rows=product.q_rows,
-            k_rows=product.k_rows,
+            # as before the factors on q and k, which the scale includes
+            q_rows=self.sample(q_rows, q_rows.dim() - 2) / product.q_prescale,
+            k_rows=self.sample(k_rows) / product.k_prescale,
             **read,
         )
         self.watch_gradient(x, stats, where, lambda g: self.sample(g, g.dim() - 2))

@@ -111,8 +111,12 @@ class Product:
     k: torch.Tensor
     head_dim: int
     max_abs_qk: float | None  # float16 products only: the overflow check needs it
-    q_rows: torch.Tensor | None = None  # q and k as (..., rows, head_dim), sampled
+    # q and k as (..., rows, head_dim), and the factors applied to them before the product;
+    # sampled and divided only where a softmax makes the product attention
+    q_rows: torch.Tensor | None = None
     k_rows: torch.Tensor | None = None
+    q_prescale: float = 1.0
+    k_prescale: float = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -201,7 +205,9 @@ def _rotation_table(b: object, x: torch.Tensor) -> bool:
         return False
     if b.dim() == 0 or x.dim() == 0 or b.shape[-1] != x.shape[-1] or b.numel() < 2:
         return False
-    return bool((b.abs() <= 1).all())
+    flat = b.detach().reshape(-1)
+    probe = flat[:: max(1, flat.numel() // 4096)]  # most tensors fail on a strided subset
+    return bool((probe.abs() <= 1).all()) and bool((flat.abs() <= 1).all())
 
 
 def _mean_factor(head_factor: torch.Tensor) -> float:
@@ -226,6 +232,9 @@ class Lineages:
     def __init__(self, mask_value: float) -> None:
         self.mask_value = mask_value
         self._of: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        # what a pass over a mask or a RoPE table found, by tensor and version: one causal
+        # mask or table is typically met once per layer
+        self._seen: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
     def of(self, t: object) -> Lineage | None:
         found: Lineage | None = self._of.get(t)  # type: ignore[no-untyped-call]
@@ -236,6 +245,16 @@ class Lineages:
 
     def clear(self) -> None:
         self._of = WeakIdKeyDictionary()
+        self._seen = WeakIdKeyDictionary()
+
+    def _once(self, t: torch.Tensor, what: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, remembered for this version of ``t``."""
+        key = (what, t._version)
+        found = self._seen.get(t)  # type: ignore[no-untyped-call]
+        if found is None or found[0] != key:
+            found = (key, compute())
+            self._seen[t] = found
+        return found[1]
 
     def prescale(self, t: torch.Tensor) -> float:
         """The scalar factor applied to ``t`` (q or k) before it entered a product."""
@@ -298,7 +317,7 @@ class Lineages:
             # worth the check's pass over the table)
             tracked = self.of(first)
             rope = tracked is not None and tracked.product is None and func in MUL
-            if rope and _rotation_table(b, first):
+            if rope and self._once(b, f"rope {first.shape[-1]}", lambda: _rotation_table(b, first)):
                 return tracked
             return None  # tensor by tensor: not a scale, the lineage ends
         per_head = per_head if func in MUL else 1 / per_head
@@ -319,6 +338,8 @@ class Lineages:
             return None
         lin = self.of(base)
         assert lin is not None
+        if lin.product is None:  # q or k on its way to a product (RoPE's sum): no mask yet
+            return lin
         return _with_mask(lin, self._mask_of(func, args, kwargs, base), out)
 
     def _moved(
@@ -400,9 +421,14 @@ class Lineages:
         tensor is a bias (ALiBi, relative positions), with a mask folded in where it is at or
         below ``mask_value``.
         """
+        return self._once(t, "mask", lambda: self._additive_mask(t))  # type: ignore[no-any-return]
+
+    def _additive_mask(self, t: torch.Tensor) -> torch.Tensor:
         low = t.amin() if t.numel() else t.new_zeros(())
-        if bool(low < 0) and bool(((t == 0) | (t == low)).all()):
-            return t == low
+        if bool(low < 0):
+            low_positions = t == low
+            if not bool(torch.count_nonzero(t.masked_fill(low_positions, 0))):
+                return low_positions
         return t <= self.mask_value
 
     def _mask_of(
