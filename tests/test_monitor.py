@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 import torch

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
 __all__ = [
     "fused_encoder_arguments",
     "mha_arguments",
-    "on_mha",
     "on_flex",
+    "on_mha",
     "on_mha_forward",
     "on_sdpa",
     "softmax_backward",
@@ -180,8 +180,12 @@ def on_flex(
     multiplies the scores counts in the scale while a bias, a soft-cap or a mask does not.
     """
     q, k, score_mod, block_mask, c = args[0], args[1], args[3], args[4], args[5]
-    score_buffers = tuple(args[7]) if len(args) > 7 else tuple(kwargs.get("score_mod_other_buffers", ()))
-    mask_buffers = tuple(args[8]) if len(args) > 8 else tuple(kwargs.get("mask_mod_other_buffers", ()))
+    score_buffers = (
+        tuple(args[7]) if len(args) > 7 else tuple(kwargs.get("score_mod_other_buffers", ()))
+    )
+    mask_buffers = (
+        tuple(args[8]) if len(args) > 8 else tuple(kwargs.get("mask_mod_other_buffers", ()))
+    )
     c = value(c)
     qs = capture.sample(q, rows_dim=2)  # (nb, heads, rows, d)
     ks = _repeat_heads(capture.sample(k), qs)
@@ -200,7 +204,9 @@ def on_flex(
     slope = _score_mod_slope(mods, grid, scores, keep)  # (heads,)
     same = bool(torch.allclose(slope, slope[0], rtol=1e-5))
     head_factor = None if same else slope[:, None, None]
-    read = _prescaled_scale(capture, q, k, c * float(slope[0]) if same else c, logits.shape, head_factor)
+    read = _prescaled_scale(
+        capture, q, k, c * float(slope[0]) if same else c, logits.shape, head_factor
+    )
     head_dim = int(q.shape[-1])
     capture.record(
         ("flex_attention", where),
@@ -252,9 +258,10 @@ def _score_mod_slope(
     """d score_mod / d score at scores of ±δ, the median over each head's kept positions."""
     delta = 1e-2
     # in float64, so that a large bias the score_mod adds cancels exactly in the difference
-    up = mods(torch.full_like(scores, delta, dtype=torch.float64), *grid).double()
-    down = mods(torch.full_like(scores, -delta, dtype=torch.float64), *grid).double()
-    slope = ((up - down) / (2 * delta)).masked_fill(~keep, math.nan)  # (nb, heads, rows, k_len)
+    up: torch.Tensor = mods(torch.full_like(scores, delta, dtype=torch.float64), *grid)
+    down: torch.Tensor = mods(torch.full_like(scores, -delta, dtype=torch.float64), *grid)
+    slope = ((up.double() - down.double()) / (2 * delta)).masked_fill(~keep, math.nan)
+    # (nb, heads, rows, k_len) -> (heads,)
     return slope.transpose(0, 1).reshape(scores.shape[1], -1).nanmedian(dim=1).values.float()
 
 

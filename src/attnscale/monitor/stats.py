@@ -45,21 +45,7 @@ def logit_stats(
         masked row is.
     """
     x = logits.detach().float()
-    finite = torch.isfinite(x)
-    all_finite = bool(finite.all())
-    # every entry is exactly one of: valid, masked (by the mask tensor, or <= mask_value
-    # without one; -inf always), a sink column, NaN or +inf
-    if mask is None:
-        masked = x <= mask_value
-    elif all_finite:
-        masked = mask.expand_as(x).contiguous()  # reductions over a broadcast view are slow
-    else:
-        masked = (mask | (x == -math.inf)) & (x < math.inf)
-    invalid = masked if all_finite else masked | ~finite
-    sinks = None
-    if sink is not None:
-        sinks = sink.expand_as(x) & ~masked
-        invalid = invalid | sinks
+    finite, masked, sinks, invalid = _classify(x, mask, sink, mask_value)
     count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
     xm = x.masked_fill(invalid, -math.inf)
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
@@ -69,14 +55,15 @@ def logit_stats(
     # output, the softmax of the logits stands in for it, which is finite if they are
     if outputs is not None:
         bad_out = ~torch.isfinite(outputs.detach().float().sum(-1))  # (..., rows)
-    elif all_finite:
+    elif finite is None:
         bad_out = torch.zeros_like(empty)
     else:
         bad_out = ~torch.isfinite(torch.softmax(x, dim=-1)).all(-1)
     # the probability the masked entries still take: their max against the valid keys'
     # (the sink columns' too), and the full softmax only where that is not negligible
-    leak = masked if all_finite else masked & finite
-    others = top if sinks is None else x.masked_fill(~finite | leak, -math.inf).amax(-1, True)
+    leak = masked if finite is None else masked & finite
+    xf = x if finite is None else x.masked_fill(~finite, -math.inf)  # NaN and +inf out
+    others = top if sinks is None else xf.masked_fill(leak, -math.inf).amax(-1, True)
     n_masked_t = torch.count_nonzero(masked)
     scalars = torch.stack(  # one transfer for all scalars (one device sync on GPU)
         [
@@ -84,9 +71,10 @@ def logit_stats(
             empty.sum().float(),
             (empty & bad_out).sum().float(),
             (~empty & bad_out).sum().float(),
-            _share(x, finite, leak, others, empty).max() if bool(n_masked_t) else _zero(x),
-            _zero(x) if sinks is None else _share(x, finite, sinks, None, empty).sum()
-            / (~empty).sum().clamp_min(1),
+            _share(xf, leak, others, empty).max() if bool(n_masked_t) else _zero(x),
+            _zero(x)
+            if sinks is None
+            else _share(xf, sinks, None, empty).sum() / (~empty).sum().clamp_min(1),
             _zero(x) if sinks is None else sinks.sum().float(),
         ]
     ).tolist()
@@ -110,6 +98,28 @@ def logit_stats(
         "sampled_rows": int(count.numel()),
         "keys": int(x.shape[-1]) if x.dim() else None,
     }
+
+
+def _classify(
+    x: torch.Tensor, mask: torch.Tensor | None, sink: torch.Tensor | None, mask_value: float
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """Which entries are finite (None: all), masked, sink columns, and invalid (any of
+    these, NaN or +inf). Every entry is exactly one of: valid, masked (by the mask tensor,
+    or <= mask_value without one; -inf always), a sink column, NaN or +inf."""
+    isfinite = torch.isfinite(x)
+    finite = None if bool(isfinite.all()) else isfinite
+    if mask is None:
+        masked = x <= mask_value
+    elif finite is None:
+        masked = mask.expand_as(x).contiguous()  # reductions over a broadcast view are slow
+    else:
+        masked = (mask | (x == -math.inf)) & (x < math.inf)
+    invalid = masked if finite is None else masked | ~finite
+    sinks = None
+    if sink is not None:
+        sinks = sink.expand_as(x) & ~masked
+        invalid = invalid | sinks
+    return finite, masked, sinks, invalid
 
 
 def _spread(x: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor) -> dict[str, float]:
@@ -190,19 +200,14 @@ def _probabilities(
 
 
 def _share(
-    x: torch.Tensor,
-    finite: torch.Tensor,
-    which: torch.Tensor,
-    others: torch.Tensor | None,
-    empty: torch.Tensor,
+    xf: torch.Tensor, which: torch.Tensor, others: torch.Tensor | None, empty: torch.Tensor
 ) -> torch.Tensor:
     """Per row, the probability that the entries ``which`` take in the softmax over every
-    finite logit; 0 in rows with no valid key. ``others``: the row maxima of the finite
-    entries outside ``which``, where known."""
-    zero = _zero(x)
+    finite logit (``xf``: the logits, the others at -inf); 0 in rows with no valid key.
+    ``others``: the row maxima of the finite entries outside ``which``, where known."""
+    zero = _zero(xf)
     if not bool(which.any()):
         return zero.expand(empty.shape)
-    xf = x.masked_fill(~finite, -math.inf)
     if others is None:
         others = xf.masked_fill(which, -math.inf).amax(-1, keepdim=True)
     # the usual case, a mask far below the row (-1e9, finfo.min): a share under e^-40 per
