@@ -1017,6 +1017,46 @@ def test_entropy_of_one_hot_rows_is_never_negative() -> None:
     assert abs(stats["entropy"] - float(exact)) < 1e-4
 
 
+@pytest.mark.parametrize("kind", ["plain", "finite mask", "-inf mask", "nan and +inf", "sink"])
+def test_logit_stats_match_a_float64_reference(kind: str) -> None:
+    """The statistics (computed in few passes, exp floored at e^-80 for speed) agree with a
+    direct float64 softmax over the valid keys of every row."""
+    from attnscale.monitor.stats import logit_stats
+
+    gen = torch.Generator().manual_seed(1)
+    x = 3 * torch.randn(2, 3, 16, 24, generator=gen)
+    valid = torch.ones_like(x, dtype=torch.bool)
+    mask = sink = None
+    if kind in ("finite mask", "-inf mask"):
+        mask = torch.arange(24)[None, :] > torch.arange(16)[:, None] + 4  # causal-like
+        x = x.masked_fill(mask, torch.finfo(x.dtype).min if kind == "finite mask" else -math.inf)
+        mask = mask.expand_as(x).clone()
+        mask[..., 5, :] = True  # one row with no valid key
+        valid = ~mask
+    if kind == "nan and +inf":
+        x[0, 0, 0, 0], x[1, 2, 3, 4] = math.nan, math.inf
+        valid = torch.isfinite(x)
+    if kind == "sink":
+        sink = torch.zeros(24, dtype=torch.bool)
+        sink[0] = True
+        valid = valid & ~sink
+    stats = logit_stats(x, mask=mask, sink=sink, mask_value=-1e4, saturation=0.5)
+    xd = x.double().masked_fill(~valid, -math.inf)
+    live = valid.sum(-1) >= 2
+    p = torch.softmax(xd, -1)[live]
+    entropy = torch.special.entr(p).sum(-1)
+    assert stats["entropy"] == pytest.approx(float(entropy.mean()), rel=1e-5)
+    frac = entropy / valid.sum(-1)[live].double().log()
+    assert stats["normalized_entropy"] == pytest.approx(float(frac.mean()), rel=1e-5)
+    assert stats["max_probability"] == pytest.approx(float(p.max(-1).values.mean()), rel=1e-5)
+    sat = float((p.max(-1).values > 0.5).double().mean())
+    assert stats["saturated_fraction"] == pytest.approx(sat)
+    xv = x.double()[valid]
+    assert stats["logit_mean"] == pytest.approx(float(xv.mean()), rel=1e-5)
+    assert stats["max_abs_logit"] == pytest.approx(float(xv.abs().max()), rel=1e-6)
+    assert stats["masked_rows"] == int((valid.sum(-1) == 0).sum())
+
+
 def test_a_findings_site_is_a_record() -> None:
     """``Finding.where`` names the call site as the records do; the step is its own field
     (issue 24: ``report.record(f.where)`` raised on the " (step 0)" suffix)."""
