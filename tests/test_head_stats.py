@@ -1,0 +1,202 @@
+"""Per-head statistics over every row, from q and k in key chunks, against brute force."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from attnscale.monitor.head_stats import HeadStats, head_stats
+
+
+def _brute(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    scale: float,
+    visible: torch.Tensor,
+    bias: torch.Tensor | None = None,
+) -> dict[str, torch.Tensor]:
+    """The same statistics from the full float64 matrix, row by row."""
+    group = q.shape[-3] // k.shape[-3]
+    k = k.repeat_interleave(group, dim=-3)
+    qk = q.double() @ k.double().transpose(-2, -1)  # (B, H, L, S)
+    x = qk * scale + (0 if bias is None else bias.double())
+    visible = torch.broadcast_to(visible, x.shape)
+    n = visible.sum(-1)  # (B, H, L)
+    xm = x.masked_fill(~visible, -math.inf)
+    p = torch.softmax(xm, -1)
+    ent = torch.special.entr(p.nan_to_num(0.0)).sum(-1) / n.clamp_min(2).log()
+    lse = torch.logsumexp(xm, -1)
+    out: dict[str, list[float]] = {
+        k_: []
+        for k_ in (
+            "max_logit",
+            "min_logit",
+            "entropy",
+            "lse",
+            "first_key_weight",
+            "masked_rows",
+            "max_abs_qk",
+        )
+    }
+    for h in range(q.shape[-3]):
+        some, live = n[:, h] >= 1, n[:, h] >= 2
+        xv = x[:, h][visible[:, h]]
+        out["max_logit"].append(float(xv.max()) if xv.numel() else -math.inf)
+        out["min_logit"].append(float(xv.min()) if xv.numel() else math.inf)
+        out["entropy"].append(float(ent[:, h][live].mean()) if live.any() else math.nan)
+        out["lse"].append(float(lse[:, h][some].mean()) if some.any() else math.nan)
+        out["first_key_weight"].append(
+            float(p[:, h, :, 0][some].mean()) if some.any() else math.nan
+        )
+        out["masked_rows"].append(float((~some).double().mean()))
+        out["max_abs_qk"].append(float(qk[:, h].abs().max()))
+    return {k_: torch.tensor(v, dtype=torch.float64) for k_, v in out.items()}
+
+
+def _assert_close(stats: HeadStats, ref: dict[str, torch.Tensor], rel: float = 1e-5) -> None:
+    for name, want in ref.items():
+        got = getattr(stats, name)
+        assert torch.allclose(got, want, rtol=rel, atol=rel, equal_nan=True), (name, got, want)
+
+
+def _qk(
+    heads: int = 4,
+    kv_heads: int = 4,
+    length: int = 37,
+    keys: int = 37,
+    d: int = 16,
+    size: float = 3.0,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    gen = torch.Generator().manual_seed(0)
+    q = size * torch.randn(2, heads, length, d, generator=gen)
+    k = torch.randn(2, kv_heads, keys, d, generator=gen)
+    return q, k
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 16, 128])
+def test_matches_brute_force_without_a_mask(chunk: int) -> None:
+    q, k = _qk()
+    stats = head_stats(q, k, chunk=chunk)
+    _assert_close(stats, _brute(q, k, 1 / 4, torch.ones(1, dtype=torch.bool)))
+
+
+def test_causal_and_grouped_query_heads() -> None:
+    q, k = _qk(heads=6, kv_heads=2, length=20, keys=20)
+    visible = torch.ones(20, 20, dtype=torch.bool).tril()
+    stats = head_stats(q, k, is_causal=True, chunk=7, scale=0.3)
+    _assert_close(stats, _brute(q, k, 0.3, visible))
+    assert stats.entropy_rows.tolist() == [2 * 19] * 6  # row 0 has one key: no entropy
+
+
+@pytest.mark.parametrize("low", [-math.inf, torch.finfo(torch.float32).min, -100.0])
+def test_additive_masks_of_any_value_and_fully_masked_rows(low: float) -> None:
+    q, k = _qk(length=12, keys=30)
+    gen = torch.Generator().manual_seed(3)
+    visible = torch.rand(2, 1, 12, 30, generator=gen) > 0.6
+    visible[0, 0, 4] = False  # a row with no key at all
+    mask = torch.zeros(visible.shape).masked_fill(~visible, low)
+    stats = head_stats(q, k, attn_mask=mask, chunk=8)
+    _assert_close(stats, _brute(q, k, 0.25, visible))
+    assert stats.masked_rows.tolist() == pytest.approx([1 / 24] * 4)
+    same = head_stats(q, k, attn_mask=visible, chunk=8)  # the boolean form
+    _assert_close(same, _brute(q, k, 0.25, visible))
+
+
+def test_a_bias_is_part_of_the_logits() -> None:
+    q, k = _qk(length=10, keys=10)
+    bias = torch.linspace(-3, 3, 100).reshape(10, 10)  # ALiBi-like: not a mask
+    stats = head_stats(q, k, attn_mask=bias, chunk=3)
+    _assert_close(stats, _brute(q, k, 0.25, torch.ones(1, dtype=torch.bool), bias))
+
+
+def test_heads_whose_max_logit_is_not_positive() -> None:
+    """QK-Clip code that divides by the max logit, or takes its log, gives NaN here."""
+    q, k = _qk(length=9, keys=9)
+    k = -k.abs()
+    q = q.abs()  # every logit < 0
+    stats = head_stats(q, k, chunk=4)
+    assert bool((stats.max_logit < 0).all())
+    _assert_close(stats, _brute(q, k, 0.25, torch.ones(1, dtype=torch.bool)))
+    assert stats.qk_clip_factor(100.0).tolist() == [1.0] * 4
+    big = head_stats(q * 0 + 40, k * 0 + 40, chunk=4)  # every logit = 40 * 40 * 16 / 4
+    assert big.qk_clip_factor(100.0).tolist() == pytest.approx([100 / 6400] * 4)
+
+
+def test_large_logits_and_float16_headroom() -> None:
+    q, k = _qk(length=16, keys=16, size=200.0)
+    stats = head_stats(q.half(), k.half(), chunk=5)
+    ref = _brute(q.half().float(), k.half().float(), 0.25, torch.ones(1, dtype=torch.bool))
+    _assert_close(stats, ref)
+    assert stats.fp16_headroom.tolist() == pytest.approx((65504 / ref["max_abs_qk"]).tolist())
+    assert bool((stats.entropy >= 0).all())
+
+
+def test_merge_is_the_statistics_of_both_calls() -> None:
+    q, k = _qk(length=14, keys=14)
+    a = head_stats(q[:1], k[:1], is_causal=True)
+    b = head_stats(q[1:], k[1:], is_causal=True)
+    both = head_stats(q, k, is_causal=True)
+    merged = a.merge(b)
+    for name in (
+        "max_logit",
+        "min_logit",
+        "max_abs_qk",
+        "entropy",
+        "lse",
+        "first_key_weight",
+        "rows",
+        "masked",
+    ):
+        assert torch.allclose(getattr(merged, name), getattr(both, name), rtol=1e-6), name
+
+
+class _LargestTensor(TorchDispatchMode):
+    """The largest tensor any operation creates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.largest = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, torch.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+def test_memory_is_linear_in_the_length() -> None:
+    """No tensor larger than batch x heads x L x chunk is ever made: O(B·H·L), not O(L^2)."""
+    batch, heads, length, d, chunk = 1, 2, 2048, 8, 64
+    q, k = torch.randn(batch, heads, length, d), torch.randn(batch, heads, length, d)
+    mask = torch.ones(length, length, dtype=torch.bool).tril()  # the mask is the caller's
+    with _LargestTensor() as mode:
+        head_stats(q, k, is_causal=True, chunk=chunk)
+    assert mode.largest <= batch * heads * length * chunk
+    assert mode.largest * 16 < batch * heads * length * length
+    with _LargestTensor() as mode:
+        head_stats(q, k, attn_mask=mask, chunk=chunk)
+    assert mode.largest <= max(batch * heads * length * chunk, mask.numel())
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "names"),
+    [
+        ({"q": torch.randn(4, 8)}, TypeError, "q"),
+        ({"k": torch.randn(2, 3, 9, 8)}, ValueError, "k's heads"),
+        ({"k": torch.randn(2, 4, 9, 7)}, ValueError, "head_dim"),
+        ({"attn_mask": torch.ones(3, 5, dtype=torch.bool)}, ValueError, "attn_mask"),
+        ({"chunk": 0}, ValueError, "chunk"),
+    ],
+)
+def test_bad_input_names_the_argument(
+    kwargs: dict[str, Any], error: type[Exception], names: str
+) -> None:
+    args: dict[str, Any] = {"q": torch.randn(2, 4, 9, 8), "k": torch.randn(2, 4, 9, 8)}
+    args.update(kwargs)
+    with pytest.raises(error, match=names):
+        head_stats(**args)
