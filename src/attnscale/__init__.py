@@ -3,7 +3,7 @@
 Everything documented is importable from the top level, e.g.
 ``from attnscale import sample_scores``. The plot helpers are imported on
 first use, so ``import attnscale`` does not import matplotlib (an optional
-dependency: ``pip install attnscale[plot]``).
+dependency: the ``plot`` extra, see the README).
 """
 
 from typing import TYPE_CHECKING

@@ -7,7 +7,7 @@ Colours come from the current matplotlib style's colour cycle, and every
 helper that draws several series takes ``colors=`` and ``legend=`` to
 override them or to leave the legend to the caller (one legend per figure).
 
-Matplotlib is an optional dependency (``pip install attnscale[plot]``):
+Matplotlib is an optional dependency (the ``plot`` extra: ``pip install -e ".[plot]"`` from a clone):
 ``import attnscale`` does not import it; the first use of a plot helper does.
 """
 
