@@ -200,3 +200,20 @@ def test_bad_input_names_the_argument(
     args.update(kwargs)
     with pytest.raises(error, match=names):
         head_stats(**args)
+
+
+def test_from_existing_logits_with_a_mask_and_the_raw_product() -> None:
+    from attnscale.monitor.head_stats import head_stats_of_logits
+
+    q, k = _qk(length=11, keys=23)
+    visible = torch.ones(11, 23, dtype=torch.bool).tril(diagonal=12)
+    qk = q @ k.transpose(-2, -1)
+    logits = (qk * 0.25).masked_fill(~visible, torch.finfo(torch.float32).min)
+    stats = head_stats_of_logits(logits, masked=~visible, raw=qk, chunk=6)
+    _assert_close(stats, _brute(q, k, 0.25, visible))
+    inf_masked = head_stats_of_logits((qk * 0.25).masked_fill(~visible, -math.inf), chunk=6)
+    ref = _brute(q, k, 0.25, visible)
+    ref.pop("max_abs_qk")
+    _assert_close(inf_masked, ref)
+    assert torch.isnan(inf_masked.max_abs_qk).all()
+    assert set(stats.to_dict()) >= {"max_logit", "entropy", "first_key_weight", "masked_rows"}

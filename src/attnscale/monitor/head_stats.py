@@ -30,7 +30,7 @@ import torch
 
 from .. import _checks
 
-__all__ = ["HeadStats", "head_stats"]
+__all__ = ["HeadStats", "head_stats", "head_stats_of_logits"]
 
 _EXP_FLOOR = 80.0  # exp below e^-80 is lost against a row sum >= 1, and slow on CPU
 
@@ -67,6 +67,23 @@ class HeadStats:
     def fp16_headroom(self) -> torch.Tensor:
         """65504 / max|q·k|: how far the unscaled product is from float16 overflow."""
         return torch.finfo(torch.float16).max / self.max_abs_qk
+
+    def to_dict(self) -> dict[str, list[float | None]]:
+        """One list per statistic, one entry per head (non-finite values as None)."""
+        values = {
+            "max_logit": self.max_logit,
+            "max_abs_logit": self.max_abs_logit,
+            "entropy": self.entropy,
+            "lse": self.lse,
+            "first_key_weight": self.first_key_weight,
+            "masked_rows": self.masked_rows,
+            "max_abs_qk": self.max_abs_qk,
+            "rows": self.rows,
+        }
+        return {
+            name: [v if math.isfinite(v) else None for v in t.tolist()]
+            for name, t in values.items()
+        }
 
     def qk_clip_factor(self, tau: float = 100.0) -> torch.Tensor:
         """The factor γ = min(1, τ / max_logit) that QK-Clip would apply to each head's q and k
@@ -136,29 +153,118 @@ def head_stats(
     # (B, kv_heads, group · L, d): the query heads that share a key head, as extra rows
     qg = q.reshape(-1, kv_heads, group * length, d).to(work)
     kg = k.reshape(-1, kv_heads, keys, d).to(work)
-    masked_value = _mask_value(attn_mask)
-    rows = torch.arange(length, device=q.device).repeat(group)  # query index of each row
+    masks = _Masks(attn_mask, is_causal, batch, heads, kv_heads, length, q.device, work)
     state = _Rows.empty(qg.shape[:-1], work, q.device)
-    raw = torch.full((kv_heads, group), -math.inf, dtype=work, device=q.device)
+    raw = torch.zeros(qg.shape[:-1], dtype=work, device=q.device)  # max |q·k| per row
     for j in range(0, keys, chunk):
         cols = slice(j, min(j + chunk, keys))
         qk = qg @ kg[..., cols, :].transpose(-2, -1)  # (B, kv_heads, group · L, c)
-        raw = torch.maximum(raw, _per_head(qk.abs(), group))
-        x = qk.mul_(c)
-        visible = None
-        if attn_mask is not None:
-            m = torch.broadcast_to(attn_mask[..., cols], (*batch, heads, length, cols.stop - j))
-            m = m.reshape(-1, kv_heads, group * length, cols.stop - j)
+        high, low = qk.amax(-1), qk.amin(-1)  # every entry: the product is formed masked or not
+        raw = torch.maximum(raw, torch.maximum(high, -low))
+        bias, visible = masks.chunk(cols)
+        if bias is None and c > 0:  # the row's extremes are those just taken
+            state.add(qk.mul_(c), None, high * c, low * c, keys=cols.stop - j, first=j == 0)
+        else:
+            state.add(qk.mul_(c), bias, None, None, keys=visible, first=j == 0)
+    return state.per_head(_per_head(raw, group, "max"), group)
+
+
+@torch.no_grad()
+def head_stats_of_logits(
+    logits: torch.Tensor,
+    *,
+    masked: torch.Tensor | None = None,
+    raw: torch.Tensor | None = None,
+    chunk: int = 128,
+) -> HeadStats:
+    """The same statistics from softmax inputs that already exist, (..., heads, L, S).
+
+    ``masked`` (boolean, broadcastable) marks masked entries; -inf entries are masked
+    whatever it says, and NaN and +inf entries are left out (the sampled statistics count
+    them). ``raw`` is the product before the scale, for ``max_abs_qk`` (NaN
+    without it).
+    """
+    *batch, heads, length, keys = logits.shape
+    work = torch.float64 if logits.dtype == torch.float64 else torch.float32
+    x = logits.detach().reshape(-1, heads, length, keys)
+    masks = _Masks(
+        None if masked is None else ~masked, False, batch, heads, heads, length, x.device, work
+    )
+    state = _Rows.empty(x.shape[:-1], work, x.device)
+    for j in range(0, keys, chunk):
+        cols = slice(j, min(j + chunk, keys))
+        xj = x[..., cols].to(work)
+        bias, visible = masks.chunk(cols)
+        bad = ~torch.isfinite(xj)
+        if bool(bad.any()):  # -inf entries are masked; NaN and +inf are left out as well
+            extra = torch.zeros_like(xj).masked_fill_(bad, -math.inf)
+            bias = extra if bias is None else bias + extra
+            visible = (bias > -math.inf).sum(-1)
+            xj = xj.masked_fill(bad, 0.0)
+        state.add(xj, bias, None, None, keys=visible, first=j == 0)
+    if raw is None:
+        size = torch.full((heads,), math.nan, dtype=torch.float64)
+    else:
+        size = raw.detach().abs().reshape(-1, heads, length * keys).amax(dim=(0, 2)).double()
+    return state.per_head(size, 1)
+
+
+class _Masks:
+    """The mask of each key chunk as an additive bias (0 or -inf, or the float mask's values)
+    at the mask's own shape, which broadcasts against the (B, kv_heads, group · L, c)
+    logits: a full-size boolean mask is slow to apply on a CPU, a broadcast add is not."""
+
+    def __init__(
+        self,
+        mask: torch.Tensor | None,
+        is_causal: bool,
+        batch: list[int],
+        heads: int,
+        kv_heads: int,
+        length: int,
+        device: torch.device,
+        dtype: torch.dtype,
+    ) -> None:
+        self.is_causal, self.dtype, self.kv_heads = is_causal, dtype, kv_heads
+        self.group, self.length = heads // kv_heads, length
+        self.rows = torch.arange(length, device=device).repeat(self.group)  # query of each row
+        self.mask = None
+        if mask is not None:
+            m = mask.reshape((1,) * (len(batch) + 3 - mask.dim()) + tuple(mask.shape))
+            m_batch = m.shape[: len(batch)]
+            if any(n != 1 for n in m_batch):  # batch axes flattened as q's are
+                m = m.broadcast_to((*batch, *m.shape[len(batch) :]))
+            self.mask = m.reshape(-1, *m.shape[len(batch) :])  # (B or 1, heads or 1, L or 1, S)
+        self.masked_value = _mask_value(mask)
+
+    def chunk(self, cols: slice) -> tuple[torch.Tensor | None, torch.Tensor | int]:
+        """The bias of keys ``cols``, and the visible keys per row (a count, or a tensor)."""
+        width = cols.stop - cols.start
+        bias = None
+        if self.mask is not None:
+            m = self.mask[..., cols]
             if m.dtype == torch.bool:
-                visible = m
+                bias = torch.zeros(m.shape, dtype=self.dtype, device=m.device).masked_fill_(
+                    ~m, -math.inf
+                )
             else:
-                x = x + m.to(work)
-                visible = m != masked_value
-        if is_causal:
-            causal = torch.arange(j, cols.stop, device=q.device)[None, :] <= rows[:, None]
-            visible = causal if visible is None else visible & causal
-        state.add(x, visible, first=j == 0)
-    return state.per_head(raw.reshape(heads), group, heads)
+                bias = m.to(self.dtype).masked_fill(m == self.masked_value, -math.inf)
+            bias = self._rows(bias)
+        if self.is_causal:
+            cols_idx = torch.arange(cols.start, cols.stop, device=self.rows.device)
+            causal = torch.zeros(len(self.rows), width, dtype=self.dtype, device=self.rows.device)
+            causal.masked_fill_(cols_idx[None, :] > self.rows[:, None], -math.inf)
+            bias = causal if bias is None else bias + causal
+        if bias is None:
+            return None, width
+        return bias, (bias > -math.inf).sum(-1)
+
+    def _rows(self, bias: torch.Tensor) -> torch.Tensor:
+        """(B', heads or 1, L or 1, c) -> (B', kv_heads or 1, group · L or 1, c)."""
+        b, h, rows, c = bias.shape
+        if h == 1:
+            return bias if rows == 1 else bias.repeat(1, 1, self.group, 1)
+        return bias.broadcast_to(b, h, self.length, c).reshape(b, self.kv_heads, -1, c)
 
 
 class _Rows:
@@ -177,66 +283,70 @@ class _Rows:
         self.m, self.s, self.t, self.low, self.n, self.first = m, s, t, low, n, first
 
     @classmethod
-    def empty(cls, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device) -> _Rows:
+    def empty(cls, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> _Rows:
         def full(v: float) -> torch.Tensor:
             return torch.full(shape, v, dtype=dtype, device=device)
 
-        return cls(
-            full(-math.inf), full(0.0), full(0.0), full(math.inf), full(0.0), full(-math.inf)
-        )
+        inf = math.inf
+        return cls(full(-inf), full(0.0), full(0.0), full(inf), full(0.0), full(-inf))
 
-    def add(self, x: torch.Tensor, visible: torch.Tensor | None, *, first: bool) -> None:
-        """Fold one chunk of logits (..., rows, c) into the state."""
-        xm = x if visible is None else x.masked_fill(~visible, -math.inf)
+    def add(
+        self,
+        x: torch.Tensor,
+        bias: torch.Tensor | None,
+        high: torch.Tensor | None,
+        low: torch.Tensor | None,
+        *,
+        keys: torch.Tensor | int,
+        first: bool,
+    ) -> None:
+        """Fold one chunk of logits (..., rows, c) into the state: ``bias`` (0 or -inf where
+        masked, or a float mask's values) is added, ``high`` and ``low`` are the chunk's row
+        extremes where already known, ``keys`` the visible keys per row."""
+        xm = x if bias is None else x + bias  # masked: -inf
         if first:
             self.first = xm[..., 0].clone()
-        low = x if visible is None else x.masked_fill(~visible, math.inf)
-        self.low = torch.minimum(self.low, low.amin(-1))
-        self.n = self.n + (x.shape[-1] if visible is None else visible.sum(-1))
-        m_new = torch.maximum(self.m, xm.amax(-1))
+        high = xm.amax(-1) if high is None else high
+        if low is None and bias is None:
+            low = x.amin(-1)
+        elif low is None:  # min over the visible entries: -max(-(x + bias)), masked at -inf
+            assert bias is not None
+            low = (torch.where(bias == -math.inf, -math.inf, -bias) - x).amax(-1).neg_()
+        self.low = torch.minimum(self.low, low)
+        self.n = self.n + keys
+        m_new = torch.maximum(self.m, high)
         ref = torch.where(torch.isinf(m_new), 0.0, m_new)  # rows with nothing visible yet
         # rescale the running sums to the new max; (m - ref) * s is 0 where s is 0
         shift = (self.m - ref).clamp_min(-_EXP_FLOOR)
         decay = shift.exp()
         self.t = decay * (self.t + torch.where(self.s > 0, shift * self.s, 0.0))
         self.s = decay * self.s
+        # masked entries (-inf) and those far below the max are raised to e^-80: lost against
+        # a row sum >= 1, and exp is much slower on CPU where its result underflows
         xc = (xm - ref.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
         e = xc.exp()
-        if visible is not None:
-            e = e.masked_fill_(~visible, 0.0)
         self.s = self.s + e.sum(-1)
-        self.t = self.t + e.mul_(xc).sum(-1)
+        self.t = self.t + torch.linalg.vecdot(e, xc)
         self.m = m_new
 
-    def per_head(self, raw: torch.Tensor, group: int, heads: int) -> HeadStats:
-        """Reduce the rows to one value per query head."""
+    def per_head(self, raw: torch.Tensor, group: int) -> HeadStats:
+        """Reduce the rows to one value per query head (``raw``: max |q·k| per head)."""
         live, some = self.n >= 2, self.n >= 1
         s = self.s.clamp_min(1e-300)
         lse = self.m + s.log()
         ent = torch.where(live, (s.log() - self.t / s) / self.n.clamp_min(2).log(), 0.0)
         p_first = torch.where(some, (self.first - lse).exp(), 0.0)
-
-        def head(t: torch.Tensor, op: str) -> torch.Tensor:
-            # (B, kv_heads, group · L) -> (heads,)
-            t = t.reshape(t.shape[0], t.shape[1] * group, -1).double()
-            if op == "max":
-                return t.amax(dim=(0, 2))
-            if op == "min":
-                return t.amin(dim=(0, 2))
-            return t.sum(dim=(0, 2))
-
-        n_live, n_some = head(live, "sum"), head(some, "sum")
-        m = torch.where(some, self.m, -math.inf)
+        n_live, n_some = _per_head(live, group, "sum"), _per_head(some, group, "sum")
         return HeadStats(
-            max_logit=head(m, "max"),
-            min_logit=head(torch.where(some, self.low, math.inf), "min"),
-            max_abs_qk=raw.double(),
-            entropy=_mean(head(ent, "sum"), n_live),
-            lse=_mean(head(torch.where(some, lse, 0.0), "sum"), n_some),
-            first_key_weight=_mean(head(p_first, "sum"), n_some),
+            max_logit=_per_head(torch.where(some, self.m, -math.inf), group, "max"),
+            min_logit=_per_head(torch.where(some, self.low, math.inf), group, "min"),
+            max_abs_qk=raw,
+            entropy=_mean(_per_head(ent, group, "sum"), n_live),
+            lse=_mean(_per_head(torch.where(some, lse, 0.0), group, "sum"), n_some),
+            first_key_weight=_mean(_per_head(p_first, group, "sum"), n_some),
             rows=n_some,
             entropy_rows=n_live,
-            masked=head(~some, "sum"),
+            masked=_per_head(~some, group, "sum"),
         )
 
 
@@ -245,9 +355,14 @@ def _mean(total: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
     return torch.where(n > 0, total / n.clamp_min(1), math.nan)
 
 
-def _per_head(t: torch.Tensor, group: int) -> torch.Tensor:
-    """Max over batch, rows and keys of (B, kv_heads, group · L, c), per query head."""
-    return t.reshape(t.shape[0], t.shape[1], group, -1).amax(dim=(0, 3))  # (kv_heads, group)
+def _per_head(t: torch.Tensor, group: int, op: str) -> torch.Tensor:
+    """(B, kv_heads, group · L) -> (heads,) in float64, by max, min or sum over batch and rows."""
+    t = t.reshape(t.shape[0], t.shape[1] * group, -1).double()
+    if op == "max":
+        return t.amax(dim=(0, 2))
+    if op == "min":
+        return t.amin(dim=(0, 2))
+    return t.sum(dim=(0, 2))
 
 
 def _mask_value(mask: torch.Tensor | None) -> float:
