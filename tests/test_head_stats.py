@@ -217,3 +217,45 @@ def test_from_existing_logits_with_a_mask_and_the_raw_product() -> None:
     _assert_close(inf_masked, ref)
     assert torch.isnan(inf_masked.max_abs_qk).all()
     assert set(stats.to_dict()) >= {"max_logit", "entropy", "first_key_weight", "masked_rows"}
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_the_monitor_reports_every_rows_max_logit_on_gpt2(impl: str) -> None:
+    """AttentionMonitor(all_rows=True) on transformers' GPT-2: each layer's per-head max
+    logit and entropy over every row, against the scores rebuilt from the layer's q and k."""
+    transformers = pytest.importorskip("transformers")
+    from attnscale import AttentionMonitor
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(
+        n_layer=2, n_embd=64, n_head=4, n_positions=80, vocab_size=97, attn_implementation=impl
+    )
+    model = transformers.GPT2Model(config).eval()
+    ids = torch.randint(0, 97, (3, 80))  # 80 rows: more than the 64 the sample keeps
+    qk: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def keep(module: torch.nn.Module, args: Any, output: Any) -> None:
+        q, k, _ = output.split(64, dim=-1)
+        qk.append(tuple(t.reshape(3, 80, 4, 16).transpose(1, 2) for t in (q, k)))  # type: ignore[arg-type]
+
+    hooks = [block.attn.c_attn.register_forward_hook(keep) for block in model.h]
+    with torch.no_grad(), AttentionMonitor(model, all_rows=True) as monitor:
+        model(ids)
+    for h in hooks:
+        h.remove()
+    report = monitor.report()
+    assert len(report.records) == 2
+    causal = torch.ones(80, 80, dtype=torch.bool).tril()
+    for record, (q, k) in zip(report.records, qk, strict=True):
+        heads = record.last.heads
+        assert heads is not None
+        ref = _brute(q, k, 1 / 4, causal)
+        assert heads["max_logit"] == pytest.approx(ref["max_logit"].tolist(), rel=1e-5)
+        assert heads["entropy"] == pytest.approx(ref["entropy"].tolist(), rel=1e-5)
+        assert heads["first_key_weight"] == pytest.approx(
+            ref["first_key_weight"].tolist(), rel=1e-5
+        )
+    without = AttentionMonitor(model)
+    with torch.no_grad(), without:
+        model(ids)
+    assert without.report().records[0].last.heads is None  # off by default

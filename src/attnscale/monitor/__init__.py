@@ -128,6 +128,12 @@ class AttentionMonitor:
         FlexAttention (it has no backward on the CPU, where this could be
         tested) and when no backward pass runs inside the block. The hooks only read
         gradients, so backward is unchanged.
+    all_rows : bool
+        Also compute per-head statistics over every query row of each call (signed max
+        logit as QK-Clip and cuDNN define it, entropy, log-sum-exp, first-key weight, masked
+        rows, max |q·k|), from q and k in key chunks, into ``AttentionStats.heads``. For
+        SDPA and hand-written attention. Off by default: it costs about one more pass over
+        the scores.
     sample_batch : int
         Statistics use at most this many elements of the leading (batch) axis,
         which keeps the overhead low.
@@ -163,6 +169,7 @@ class AttentionMonitor:
         *,
         expected_scale: _ExpectedScale | None = None,
         gradients: bool = True,
+        all_rows: bool = False,
         sample_batch: int = 2,
         max_query_rows: int = 64,
         **thresholds: float,
@@ -172,6 +179,9 @@ class AttentionMonitor:
         if not isinstance(gradients, bool):
             raise TypeError(f"gradients must be a bool, got {type(gradients).__name__}")
         self.gradients = gradients
+        if not isinstance(all_rows, bool):
+            raise TypeError(f"all_rows must be a bool, got {type(all_rows).__name__}")
+        self.all_rows = all_rows
         self.expected_scale = _expected(expected_scale)
         self.sample_batch = _checks.positive_int(sample_batch, "sample_batch")
         self.max_query_rows = _checks.positive_int(max_query_rows, "max_query_rows")
@@ -187,6 +197,7 @@ class AttentionMonitor:
         self._capture = Capture(
             self.models,
             gradients=self.gradients,
+            all_rows=self.all_rows,
             sample_batch=self.sample_batch,
             max_query_rows=self.max_query_rows,
             mask_value=self.thresholds["mask_value"],

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .head_stats import head_stats
 from .lineage import head_scales, value
 
 if TYPE_CHECKING:
@@ -106,6 +107,9 @@ def on_sdpa(
         max_abs_qk=max_abs_qk,
         q_rows=qs / capture.lineages.prescale(q),  # as before the factors on q and k, which
         k_rows=ks / capture.lineages.prescale(k),  # the scale includes
+        heads=lambda: head_stats(
+            q, k, scale=c, attn_mask=b.get("attn_mask"), is_causal=b.get("is_causal", False)
+        ),
         **_prescaled_scale(capture, q, k, c, logits.shape),
     )
     if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:

@@ -47,6 +47,7 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import adapters
+from .head_stats import HeadStats, head_stats_of_logits
 from .hooks import REGISTRY, set_stack, stack_snapshot
 from .lineage import (
     EXP,
@@ -80,12 +81,14 @@ class Capture(TorchFunctionMode):
         *,
         gradients: bool,
         sample_batch: int,
+        all_rows: bool = False,
         max_query_rows: int,
         mask_value: float,
         saturation: float,
     ) -> None:
         super().__init__()
         self.gradients = gradients
+        self.all_rows = all_rows
         self.sample_batch = sample_batch
         self.max_query_rows = max_query_rows
         self.mask_value = mask_value
@@ -350,9 +353,10 @@ class Capture(TorchFunctionMode):
                 return
         q_rows, k_rows = product.q_rows, product.k_rows
         assert q_rows is not None and k_rows is not None
-        mask = sink = None
+        mask = sink = full_mask = None
         if lin is not None and lin.mask is not None and lin.mask.shape == x.shape:
-            mask = self.sample(lin.mask, x.dim() - 2)
+            full_mask = lin.mask
+            mask = self.sample(full_mask, x.dim() - 2)
         if lin is not None and lin.sink is not None and lin.sink.shape == x.shape[-1:]:
             sink = lin.sink
         weights = func in SOFTMAX and isinstance(out, torch.Tensor)  # not log_softmax, logsumexp
@@ -373,6 +377,9 @@ class Capture(TorchFunctionMode):
             # as before the factors on q and k, which the scale includes
             q_rows=self.sample(q_rows, q_rows.dim() - 2) / product.q_prescale,
             k_rows=self.sample(k_rows) / product.k_prescale,
+            heads=lambda: head_stats_of_logits(
+                x, masked=x <= self.mask_value if mask is None else full_mask, raw=product.out
+            ),
             **read,
         )
         self.watch_gradient(x, stats, where, lambda g: self.sample(g, g.dim() - 2))
@@ -432,6 +439,7 @@ class Capture(TorchFunctionMode):
         scale_learned: bool = False,
         q_rows: torch.Tensor | None = None,
         k_rows: torch.Tensor | None = None,
+        heads: Callable[[], HeadStats] | None = None,
     ) -> AttentionStats:
         stats = logit_stats(
             logits,
@@ -468,6 +476,7 @@ class Capture(TorchFunctionMode):
             scale_learned=scale_learned,
             **qk_norms(q_rows, k_rows, scale),
             **stats,
+            heads=heads().to_dict() if self.all_rows and heads is not None else None,
         )
         record.series.append(s)
         return s

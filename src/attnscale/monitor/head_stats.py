@@ -403,7 +403,7 @@ def _checked(
             raise TypeError(f"attn_mask must be a tensor or None, got {type(mask).__name__}")
         target = (*q.shape[:-1], k.shape[-2])
         try:
-            torch.broadcast_shapes(mask.shape, target)
+            torch.broadcast_shapes(mask.shape, target)  # type: ignore[no-untyped-call]
         except RuntimeError:
             raise ValueError(
                 f"attn_mask of shape {tuple(mask.shape)} does not broadcast to (..., heads, L, S) = {target}"

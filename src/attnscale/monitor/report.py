@@ -71,6 +71,12 @@ class AttentionStats:
     ``logit_bound`` is scale x max |q| x max |k| over the sampled rows, which bounds every
     logit; ``keys`` is the number of keys per row.
 
+    ``heads`` holds, with ``AttentionMonitor(all_rows=True)``, per-head statistics over every
+    query row of the call rather than a sample, for QK-Clip-style maxima: one list per
+    statistic, one entry per head (see [head_stats][attnscale.monitor.head_stats.head_stats]).
+    None otherwise, and on the paths that do not give the monitor q and k or the full scores
+    (``nn.MultiheadAttention``, FlexAttention).
+
     ``nonfinite_logits`` counts NaN and $+\infty$ logits; ``nonfinite_outputs``
     counts query rows with at least one valid key whose attention weights (or
     output, for SDPA) hold a non-finite value. Rows with no valid key are
@@ -116,6 +122,7 @@ class AttentionStats:
     qk_norm_cv: float | None = None
     logit_bound: float | None = None
     keys: int | None = None
+    heads: dict[str, list[float | None]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""
