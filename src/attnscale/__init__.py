@@ -18,7 +18,10 @@ from .monitor import (
     AttentionRecord,
     AttentionStats,
     Finding,
+    HeadStats,
     MonitorReport,
+    head_stats,
+    head_stats_of_logits,
 )
 from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
 from .scaling import (
@@ -109,6 +112,7 @@ __all__ = [
     "CosineScale",
     "Finding",
     "FoldedInit",
+    "HeadStats",
     "InverseD",
     "InverseSqrt",
     "LearnableTemperature",
@@ -126,6 +130,8 @@ __all__ = [
     "VarianceEstimate",
     "dot_product_moments",
     "gaussian_logit_entropy",
+    "head_stats",
+    "head_stats_of_logits",
     "init_projection_variance",
     "logit_gradient",
     "logit_resolution",

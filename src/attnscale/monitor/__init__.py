@@ -26,6 +26,7 @@ from .. import _checks
 from ..scaling import ScoreScaling
 from .capture import Capture
 from .diagnosis import DESIGNS, GUIDE_PAGES, THRESHOLDS, compiled, diagnose, grouped, no_attention
+from .head_stats import HeadStats, head_stats, head_stats_of_logits
 from .report import (
     GUIDE_URL,
     SEVERITY_RANK,
@@ -43,7 +44,10 @@ __all__ = [
     "AttentionRecord",
     "AttentionStats",
     "Finding",
+    "HeadStats",
     "MonitorReport",
+    "head_stats",
+    "head_stats_of_logits",
 ]
 
 # what expected_scale accepts: one scale for every site, a mapping from site

@@ -40,7 +40,7 @@ class HeadStats:
     """Per-head attention statistics over every query row of one or more calls.
 
     Every field is a float64 tensor of shape (heads,). The counts make statistics of several
-    calls (or processes) combine exactly: see [merge][attnscale.monitor.head_stats.HeadStats.merge].
+    calls (or processes) combine exactly: see [merge][attnscale.HeadStats.merge].
     """
 
     max_logit: torch.Tensor

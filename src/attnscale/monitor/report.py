@@ -73,7 +73,7 @@ class AttentionStats:
 
     ``heads`` holds, with ``AttentionMonitor(all_rows=True)``, per-head statistics over every
     query row of the call rather than a sample, for QK-Clip-style maxima: one list per
-    statistic, one entry per head (see [head_stats][attnscale.monitor.head_stats.head_stats]).
+    statistic, one entry per head (see [head_stats][attnscale.head_stats]).
     None otherwise, and on the paths that do not give the monitor q and k or the full scores
     (``nn.MultiheadAttention``, FlexAttention).
 
