@@ -122,7 +122,9 @@ class Capture(TorchFunctionMode):
         # eagerly and dynamo compiles the frames it calls one by one, this method among them.
         # Compiled on its own it returned wrong values (flex_attention's `query.dim()` came
         # back False). Skipped as a frame of its own, it is still traced inside compiled code.
-        torch._dynamo.eval_frame.skip_code(Capture.__torch_function__.__code__)
+        skip_code = getattr(torch._dynamo.eval_frame, "skip_code", None)  # not in every torch
+        if skip_code is not None:
+            skip_code(Capture.__torch_function__.__code__)
         REGISTRY.add(self)
         torch._C._push_on_torch_function_stack(self)
         self.active = True
