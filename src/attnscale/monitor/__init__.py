@@ -26,7 +26,7 @@ from .. import _checks
 from ..scaling import ScoreScaling
 from .capture import Capture
 from .diagnosis import DESIGNS, GUIDE_PAGES, THRESHOLDS, compiled, diagnose, grouped, no_attention
-from .head_stats import HeadStats, head_stats, head_stats_of_logits
+from .every_row import HeadStats, head_stats, head_stats_of_logits
 from .report import (
     GUIDE_URL,
     SEVERITY_RANK,

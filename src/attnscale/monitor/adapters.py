@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .head_stats import head_stats
+from .every_row import head_stats
 from .lineage import head_scales, value
 
 if TYPE_CHECKING:

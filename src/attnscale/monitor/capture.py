@@ -47,7 +47,7 @@ from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
 from . import adapters
-from .head_stats import HeadStats, head_stats_of_logits
+from .every_row import HeadStats, head_stats_of_logits
 from .hooks import REGISTRY, set_stack, stack_snapshot
 from .lineage import (
     EXP,

@@ -7,7 +7,7 @@ online softmax (the running maximum, sum and entropy term of every row are resca
 chunk raises the maximum), so memory is O(B·H·L) plus one chunk of logits, never the
 $L \times S$ matrix, whatever path the model's attention takes.
 
-Definitions (``FACTS.md`` §8 of the project notes the sources):
+Definitions:
 
 - ``max_logit``: the largest softmax input a query row can see, signed, per head, over the
   batch: cuDNN's ``return_max_logit`` and the $S_{\max}$ of Kimi K2's QK-Clip. Scaled

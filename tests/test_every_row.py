@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from attnscale.monitor.head_stats import HeadStats, head_stats
+from attnscale import HeadStats, head_stats
 
 
 def _brute(
@@ -203,7 +203,7 @@ def test_bad_input_names_the_argument(
 
 
 def test_from_existing_logits_with_a_mask_and_the_raw_product() -> None:
-    from attnscale.monitor.head_stats import head_stats_of_logits
+    from attnscale import head_stats_of_logits
 
     q, k = _qk(length=11, keys=23)
     visible = torch.ones(11, 23, dtype=torch.bool).tril(diagonal=12)
