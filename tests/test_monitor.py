@@ -805,7 +805,9 @@ def test_monitor_can_be_reused() -> None:
     for _ in range(2):
         with mon:
             model(_x())
-    assert len(mon.report().records[0].series) == 1  # each use starts afresh
+    # a second block goes on where the first stopped (issue 25: it dropped the first's)
+    assert [s.run_step for s in mon.report().records[0].series] == [0, 1]
+    assert mon.step == 1
     assert _mode_stack() == []
 
 

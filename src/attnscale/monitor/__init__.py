@@ -20,6 +20,7 @@ import fnmatch
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 
+import torch
 from torch import nn
 
 from .. import _checks
@@ -35,6 +36,7 @@ from .report import (
     Finding,
     MonitorReport,
 )
+from .run import Run
 
 __all__ = [
     "DESIGNS",
@@ -143,6 +145,27 @@ class AttentionMonitor:
         which keeps the overhead low.
     max_query_rows : int
         ... and at most this many query rows (an evenly strided subset).
+    every : int
+        Over a training run: measure only every ``every``-th step (the monitor costs almost
+        nothing on the others). The step is [step][attnscale.AttentionMonitor.step]:
+        ``optimizer.step()`` calls if ``optimizer`` is given (gradient accumulation counts
+        one step per update), else calls of the monitored model.
+    history : int, optional
+        Keep at most this many points per site, evenly spread over the run: when a site's
+        list is full, every other point is dropped and the site keeps one call in two from
+        then on. ``None`` keeps every point (a forward pass, a few steps).
+    optimizer : torch.optim.Optimizer, optional
+        The optimizer whose steps the monitor counts (a post-hook on ``optimizer.step``).
+    log : callable, optional
+        Called at the end of each measured step (after the optimizer's step, so gradient
+        norms are in) with a flat dict of finite floats: ``attn/<site>/<statistic>`` for the
+        sampled statistics, and with ``all_rows`` the per-head ``max_logit`` and QK-Clip's
+        factor ``qk_clip`` = min(1, τ / max logit) (logged, never applied), plus
+        ``attn/step``. ``log=wandb.log`` works as is; for TensorBoard,
+        ``log=lambda d: [writer.add_scalar(k, v, int(d["attn/step"])) for k, v in d.items()]``;
+        for a CSV file, a ``csv.writer`` row per item: ``(step, key, value)``.
+    qk_clip_tau : float
+        QK-Clip's threshold τ for the logged factors (Kimi K2 uses 100).
     **thresholds : float
         Overrides of [THRESHOLDS][attnscale.THRESHOLDS], e.g. ``scale_ratio=2``.
 
@@ -176,6 +199,11 @@ class AttentionMonitor:
         all_rows: bool = False,
         sample_batch: int = 2,
         max_query_rows: int = 64,
+        every: int = 1,
+        history: int | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        log: Callable[[dict[str, float]], object] | None = None,
+        qk_clip_tau: float = 100.0,
         **thresholds: float,
     ) -> None:
         self.models = _models(model)
@@ -189,6 +217,19 @@ class AttentionMonitor:
         self.expected_scale = _expected(expected_scale)
         self.sample_batch = _checks.positive_int(sample_batch, "sample_batch")
         self.max_query_rows = _checks.positive_int(max_query_rows, "max_query_rows")
+        self.every = _checks.positive_int(every, "every")
+        self.history = None if history is None else _checks.positive_int(history, "history")
+        if self.history is not None and self.history < 2:
+            raise ValueError(f"history must be at least 2 points, got {history!r}")
+        if optimizer is not None and not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(
+                f"optimizer must be a torch.optim.Optimizer or None, got {type(optimizer).__name__}"
+            )
+        self.optimizer = optimizer
+        if log is not None and not callable(log):
+            raise TypeError(f"log must be a callable taking a dict, got {type(log).__name__}")
+        self.log = log
+        self.qk_clip_tau = _checks.positive_float(qk_clip_tau, "qk_clip_tau")
         self.thresholds = dict(THRESHOLDS)
         for name, value in thresholds.items():
             self.thresholds[name] = _threshold(name, value)
@@ -198,6 +239,11 @@ class AttentionMonitor:
     def __enter__(self) -> AttentionMonitor:
         if self._active:
             raise RuntimeError("this AttentionMonitor is already active")
+        if self._capture is not None:  # entered again: go on with the same records and step
+            self._capture.start()
+            self._start_run()
+            self._active = True
+            return self
         self._capture = Capture(
             self.models,
             gradients=self.gradients,
@@ -208,12 +254,37 @@ class AttentionMonitor:
             saturation=self.thresholds["saturation"],
         )
         self._capture.start()
+        self._start_run()
         self._active = True
         return self
+
+    def _start_run(self) -> None:
+        capture = self._capture
+        assert capture is not None
+        if capture.run is None:
+            capture.run = Run(
+                capture,
+                every=self.every,
+                history=self.history,
+                optimizer=self.optimizer,
+                log=self.log,
+                qk_clip_tau=self.qk_clip_tau,
+            )
+        else:
+            capture.run.open()
+
+    @property
+    def step(self) -> int:
+        """The current step: optimizer steps taken inside the block(s) if an optimizer was
+        given, else calls of the monitored model (0 before the first)."""
+        run = None if self._capture is None else self._capture.run
+        return 0 if run is None else run.step
 
     def __exit__(self, *exc: object) -> None:
         self._active = False
         if self._capture is not None:
+            if self._capture.run is not None:
+                self._capture.run.close()
             self._capture.stop()
 
     def expected_scale_for(self, where: str, head_dim: int | None) -> float | None:
@@ -276,15 +347,15 @@ class AttentionMonitor:
         records = list(capture.records.values())
         per_site: list[tuple[Finding, AttentionStats]] = []
         for r in records:
-            worst: dict[str, Finding] = {}
+            worst: dict[str, tuple[Finding, AttentionStats]] = {}
             for s in r.series:
                 declared = self._declared(r.where, s.head_dim)
                 expected, by = declared if declared else (None, "")
                 for f in diagnose(r.where, s, self.thresholds, expected, declared_by=by):
                     old = worst.get(f.code)
-                    if old is None or SEVERITY_RANK[f.severity] >= SEVERITY_RANK[old.severity]:
-                        worst[f.code] = f
-            per_site.extend((f, r.series[f.step or 0]) for f in worst.values())
+                    if old is None or SEVERITY_RANK[f.severity] >= SEVERITY_RANK[old[0].severity]:
+                        worst[f.code] = (f, s)
+            per_site.extend(worst.values())
         findings = grouped(per_site)
         for (where, msg), times in capture.errors.items():
             findings.append(

@@ -65,6 +65,7 @@ from .lineage import (
     value,
 )
 from .report import AttentionRecord, AttentionStats
+from .run import Run
 from .stats import logit_stats, qk_norms, tensor_std
 
 __all__ = ["Capture"]
@@ -89,6 +90,8 @@ class Capture(TorchFunctionMode):
         super().__init__()
         self.gradients = gradients
         self.all_rows = all_rows
+        self.measuring = True  # off on the steps a run's schedule skips
+        self.run: Run | None = None
         self.sample_batch = sample_batch
         self.max_query_rows = max_query_rows
         self.mask_value = mask_value
@@ -160,6 +163,14 @@ class Capture(TorchFunctionMode):
         """The monitored module a site is named after, if the monitor was given models."""
         return self._by_name.get(name)
 
+    def on_model_call(self, module: nn.Module, stack: list[nn.Module]) -> None:
+        """A module starts: a monitored model entered from outside itself is a new call."""
+        if self.run is None or not self.active:
+            return
+        roots = {id(m) for m in self.models}
+        if id(module) in roots and not any(id(m) in roots for m in stack):
+            self.run.on_model_call()
+
     def on_compiled(self, module: nn.Module) -> None:
         """Count a call into a ``torch.compile``d module: its inside runs unseen."""
         if not self.active:
@@ -217,7 +228,7 @@ class Capture(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
-        if not self.active or torch.compiler.is_compiling():
+        if not (self.active and self.measuring) or torch.compiler.is_compiling():
             return out
         try:
             followed = func in FOLLOWED
@@ -453,6 +464,7 @@ class Capture(TorchFunctionMode):
             rows=self.row_index(shape[-2]) if len(shape) >= 2 else None,
         )
         record = self._site(*site)
+        keep = self.run is None or self.run.keep(record)
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):
             # the logits before the scale, where the scale is applied after the product
@@ -478,9 +490,11 @@ class Capture(TorchFunctionMode):
             scale_learned=scale_learned,
             **qk_norms(q_rows, k_rows, scale),
             **stats,
-            heads=heads().to_dict() if self.all_rows and heads is not None else None,
+            heads=heads().to_dict() if self.all_rows and heads is not None and keep else None,
+            run_step=0 if self.run is None else self.run.step,
         )
-        record.series.append(s)
+        if keep:
+            record.series.append(s)
         return s
 
     def watch_gradient(
@@ -528,7 +542,7 @@ class Capture(TorchFunctionMode):
 
     def _module_site(self, module: nn.Module, suffix: str = "") -> str | None:
         """Site name of a module that just returned; None if it is not monitored."""
-        if not self.active:
+        if not (self.active and self.measuring):
             return None
         if self.names:
             return self.names.get(id(module))
@@ -544,7 +558,7 @@ class Capture(TorchFunctionMode):
         """
         m = layer.self_attn
         where = self.names.get(id(m)) if self.names else self._module_site(layer, ".self_attn")
-        if where is None or not self.active:
+        if where is None or not (self.active and self.measuring):
             return
 
         def run() -> None:

@@ -103,6 +103,8 @@ class Registry:
         if not self.stack:
             for c in self.captures:
                 c.ordinals.clear()
+        for c in self.captures:
+            c.on_model_call(module, self.stack)
         if isinstance(getattr(module, "_orig_mod", None), nn.Module):  # torch.compile's wrapper
             for c in self.captures:
                 c.on_compiled(module)

@@ -31,6 +31,10 @@ SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
 class AttentionStats:
     r"""Statistics of one attention call (one step of a call site's time series).
 
+    ``step`` counts the site's kept calls, in order; ``run_step`` is the monitor's step when
+    the call ran (the optimizer's steps, or the monitored model's calls: see
+    [AttentionMonitor][attnscale.AttentionMonitor]'s ``every``).
+
     Logit statistics are taken over entries that are finite and not masked;
     ``logit_std`` is the within-row standard deviation (softmax ignores a
     shift of a row, so this is the spread that matters). Probabilities are
@@ -123,6 +127,7 @@ class AttentionStats:
     logit_bound: float | None = None
     keys: int | None = None
     heads: dict[str, list[float | None]] | None = None
+    run_step: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""

@@ -1,0 +1,148 @@
+"""A monitor over a training run: which steps are measured, how many points each site keeps,
+and what is handed to the user's logger at the end of each measured step.
+
+The step follows the optimizer when one is given (a post-hook on ``optimizer.step``, so
+gradient accumulation counts one step per update), and otherwise the calls of the monitored
+model. Memory is bounded by ``history``: each site keeps at most that many points, evenly
+spread over the run. When a site's list is full, every other point is dropped and the site
+keeps one call in two from then on (then one in four ...), so the list always spans the whole
+run at one spacing. Running aggregates would use less memory, but the curves (a max logit
+that grows, an entropy that falls) are what the guide's checklist asks to look at.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+if TYPE_CHECKING:
+    from .capture import Capture
+    from .report import AttentionRecord, AttentionStats
+
+__all__ = ["LOGGED", "Run"]
+
+# what the log hook receives per site, from the sampled statistics
+LOGGED = (
+    "max_abs_logit",
+    "logit_std",
+    "normalized_entropy",
+    "min_head_normalized_entropy",
+    "saturated_fraction",
+    "logit_grad_norm",
+)
+
+Log = Callable[[dict[str, float]], Any]
+
+
+class Run:
+    """The step counter, the measuring schedule, the history bound and the log hook."""
+
+    def __init__(
+        self,
+        capture: Capture,
+        *,
+        every: int,
+        history: int | None,
+        optimizer: torch.optim.Optimizer | None,
+        log: Log | None,
+        qk_clip_tau: float,
+    ) -> None:
+        self.capture = capture
+        self.every, self.history, self.log, self.qk_clip_tau = every, history, log, qk_clip_tau
+        self.step = 0
+        self.model_calls = 0
+        self.optimizer = optimizer
+        self._kept: dict[int, tuple[int, int]] = {}  # per record: (calls, stride)
+        self._handle: Any = None
+        self._logged_step = -1
+        self.open()
+
+    # -- steps ------------------------------------------------------------------
+
+    def on_model_call(self) -> None:
+        """A monitored model starts a forward pass: without an optimizer, a new step."""
+        if self.optimizer is None:
+            if self.model_calls:
+                self._end_step()
+                self.step += 1
+            self.model_calls += 1
+            self._gate()
+
+    def _optimizer_step(self, *_: Any) -> None:
+        self._end_step()
+        self.step += 1
+        self._gate()
+
+    def _gate(self) -> None:
+        self.capture.measuring = self.step % self.every == 0
+
+    def open(self) -> None:
+        """The monitor's block starts (again): follow the optimizer, measure if due."""
+        if self.optimizer is not None and self._handle is None:
+            self._handle = self.optimizer.register_step_post_hook(self._optimizer_step)
+        self._gate()
+
+    def close(self) -> None:
+        """The monitor exits: log the last step, stop following the optimizer."""
+        self._end_step()
+        if self._handle is not None:
+            self._handle.remove()
+            self._handle = None
+
+    # -- history ------------------------------------------------------------------
+
+    def keep(self, record: AttentionRecord) -> bool:
+        """Whether this call's point is kept, thinning the site's points when it is full."""
+        if self.history is None:
+            return True
+        calls, stride = self._kept.get(id(record), (0, 1))
+        self._kept[id(record)] = (calls + 1, stride)
+        if calls % stride:
+            return False
+        if len(record.series) >= self.history:
+            del record.series[1::2]
+            self._kept[id(record)] = (calls + 1, 2 * stride)
+            return calls % (2 * stride) == 0
+        return True
+
+    # -- the log hook ---------------------------------------------------------------
+
+    def _end_step(self) -> None:
+        if self.log is None or self._logged_step == self.step:
+            return
+        self._logged_step = self.step
+        scalars = self.scalars(self.step)
+        if scalars:
+            self.log(scalars)
+
+    def scalars(self, step: int) -> dict[str, float]:
+        """The flat dict the log hook receives for ``step``: ``attn/<site>/<statistic>``,
+        finite values only, and ``attn/step``. Empty if nothing was measured at that step."""
+        out: dict[str, float] = {}
+        for record in self.capture.records.values():
+            points = [s for s in record.series if s.run_step == step]
+            if points:
+                out.update(_site_scalars(record.where, points[-1], self.qk_clip_tau))
+        if out:
+            out["attn/step"] = float(step)
+        return out
+
+
+def _site_scalars(where: str, s: AttentionStats, tau: float) -> dict[str, float]:
+    out = {f"attn/{where}/{name}": getattr(s, name) for name in LOGGED}
+    if s.heads is not None:
+        max_logit = [v for v in s.heads["max_logit"] if v is not None]
+        entropy = [v for v in s.heads["entropy"] if v is not None]
+        if max_logit:
+            out[f"attn/{where}/max_logit"] = max(max_logit)
+        if entropy:
+            out[f"attn/{where}/min_head_entropy"] = min(entropy)
+        for h, v in enumerate(s.heads["max_logit"]):
+            if v is not None:
+                out[f"attn/{where}/head{h}/max_logit"] = v
+                # QK-Clip's factor for this head: min(1, tau / S_max), logged, never applied
+                out[f"attn/{where}/head{h}/qk_clip"] = min(1.0, tau / v) if v > tau else 1.0
+    return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}

@@ -1,0 +1,141 @@
+"""The monitor over a training run: the step, every=N, bounded history and the log hook."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from attnscale import AttentionMonitor
+
+
+class Tiny(nn.Module):
+    """One SDPA attention layer and a linear read-out: a model that trains in milliseconds."""
+
+    def __init__(self, d: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(d, 3 * d)
+        self.out = nn.Linear(d, 1)
+        self.heads = heads
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, d = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.out(y.transpose(1, 2).reshape(b, n, d)).mean()
+
+
+def _train(
+    monitor: AttentionMonitor,
+    model: nn.Module,
+    opt: torch.optim.Optimizer,
+    steps: int,
+    accum: int = 1,
+) -> None:
+    gen = torch.Generator().manual_seed(0)
+    with monitor:
+        for _ in range(steps):
+            for _ in range(accum):
+                model(torch.randn(2, 6, 16, generator=gen)).square().backward()
+            opt.step()
+            opt.zero_grad()
+
+
+def test_every_n_optimizer_steps_and_the_log_hook() -> None:
+    torch.manual_seed(0)
+    model = Tiny()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    logged: list[dict[str, float]] = []
+    monitor = AttentionMonitor(model, every=3, optimizer=opt, log=logged.append)
+    _train(monitor, model, opt, steps=10)
+    (record,) = monitor.report().records
+    assert [s.run_step for s in record.series] == [0, 3, 6, 9]
+    assert monitor.step == 10
+    assert [d["attn/step"] for d in logged] == [0, 3, 6, 9]
+    site = record.where
+    for d, s in zip(logged, record.series, strict=True):
+        assert d[f"attn/{site}/max_abs_logit"] == s.max_abs_logit
+        assert d[f"attn/{site}/normalized_entropy"] == s.normalized_entropy
+        # logged after the optimizer step: backward has filled the gradient norm
+        assert d[f"attn/{site}/logit_grad_norm"] == s.logit_grad_norm
+        assert all(isinstance(v, float) and math.isfinite(v) for v in d.values())
+
+
+def test_gradient_accumulation_counts_optimizer_steps() -> None:
+    model = Tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    monitor = AttentionMonitor(model, every=2, optimizer=opt)
+    _train(monitor, model, opt, steps=5, accum=3)
+    (record,) = monitor.report().records
+    assert [s.run_step for s in record.series] == [0, 0, 0, 2, 2, 2, 4, 4, 4]
+
+
+def test_without_an_optimizer_the_step_is_the_models_calls() -> None:
+    model = Tiny()
+    monitor = AttentionMonitor(model, every=2)
+    with torch.no_grad(), monitor:
+        for _ in range(5):
+            model(torch.randn(2, 6, 16))
+    assert [s.run_step for s in monitor.report().records[0].series] == [0, 2, 4]
+    assert monitor.step == 4
+
+
+def test_history_stays_bounded_over_ten_thousand_steps() -> None:
+    """10,000 monitored calls, 64 points kept, evenly spread over the whole run."""
+
+    class Scores(nn.Module):
+        def forward(self, q: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(q @ q.transpose(-2, -1) * 0.5, dim=-1)
+
+    model, q = Scores(), torch.randn(1, 1, 3, 4)
+    monitor = AttentionMonitor(model, history=64, gradients=False)
+    with torch.no_grad(), monitor:
+        for _ in range(10_000):
+            model(q)
+    series = monitor.report().records[0].series
+    steps = [s.run_step for s in series]
+    assert len(series) <= 64
+    assert steps[0] == 0 and steps[-1] >= 10_000 - 10_000 // 32
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    assert len(gaps) == 1  # one spacing over the whole run
+
+
+def test_every_row_statistics_and_qk_clip_factors_are_logged() -> None:
+    model = Tiny()
+    with torch.no_grad():
+        model.qkv.weight.mul_(40)  # logits far past tau
+    logged: list[dict[str, float]] = []
+    monitor = AttentionMonitor(model, all_rows=True, log=logged.append, qk_clip_tau=5.0)
+    with torch.no_grad(), monitor:
+        model(torch.randn(2, 6, 16))
+    (record,) = monitor.report().records
+    heads = record.last.heads
+    assert heads is not None
+    (d,) = logged
+    for h, s_max in enumerate(heads["max_logit"]):
+        assert s_max is not None
+        assert d[f"attn/{record.where}/head{h}/max_logit"] == s_max
+        assert d[f"attn/{record.where}/head{h}/qk_clip"] == pytest.approx(min(1.0, 5.0 / s_max))
+    assert d[f"attn/{record.where}/max_logit"] == max(heads["max_logit"])  # type: ignore[type-var]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "names"),
+    [
+        ({"every": 0}, ValueError, "every"),
+        ({"history": 1}, ValueError, "history"),
+        ({"optimizer": "adam"}, TypeError, "optimizer"),
+        ({"log": 3}, TypeError, "log"),
+        ({"qk_clip_tau": -1.0}, ValueError, "qk_clip_tau"),
+    ],
+)
+def test_bad_run_arguments_name_the_argument(
+    kwargs: dict[str, Any], error: type[Exception], names: str
+) -> None:
+    with pytest.raises(error, match=names):
+        AttentionMonitor(Tiny(), **kwargs)
