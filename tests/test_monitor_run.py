@@ -139,3 +139,29 @@ def test_bad_run_arguments_name_the_argument(
 ) -> None:
     with pytest.raises(error, match=names):
         AttentionMonitor(Tiny(), **kwargs)
+
+
+def test_a_saved_report_loads_back() -> None:
+    """MonitorReport.from_dict(json of to_dict): the same dict, text and findings."""
+    import json
+
+    from attnscale import MonitorReport
+
+    model = Tiny()
+    with torch.no_grad():
+        model.qkv.weight.mul_(30)  # large logits: findings to save
+    monitor = AttentionMonitor(model, all_rows=True, expected_scale=0.01)
+    with monitor:
+        model(torch.randn(2, 6, 16)).backward()
+    report = monitor.report()
+    assert report.findings
+    saved = json.loads(json.dumps(report.to_dict()))
+    loaded = MonitorReport.from_dict(saved)
+    assert loaded.to_dict() == saved
+    assert str(loaded) == str(report)
+    assert loaded.codes() == report.codes()
+    assert loaded.records[0].last.shape == report.records[0].last.shape  # a tuple again
+    with pytest.raises(ValueError, match="unknown AttentionStats fields"):
+        MonitorReport.from_dict(
+            {**saved, "records": [{**saved["records"][0], "series": [{"x": 1}]}]}
+        )

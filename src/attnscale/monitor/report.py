@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from typing import Any, Literal
 
 from .. import _checks
@@ -133,6 +134,25 @@ class AttentionStats:
         """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""
         return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AttentionStats:
+        """The statistics saved with [to_dict][attnscale.AttentionStats.to_dict]: lists
+        become tuples again, and a None where a number is required becomes NaN (``to_dict``
+        wrote every non-finite number as None)."""
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = set(d) - set(fields)
+        if unknown:
+            raise ValueError(f"unknown AttentionStats fields: {sorted(unknown)}")
+        values: dict[str, Any] = {}
+        for name, value in d.items():
+            kind = str(fields[name].type)
+            if isinstance(value, list) and "tuple" in kind:
+                value = tuple(value)
+            elif value is None and kind in ("float", "int"):
+                value = math.nan
+            values[name] = value
+        return cls(**values)
+
 
 @dataclasses.dataclass
 class AttentionRecord:
@@ -178,6 +198,11 @@ class AttentionRecord:
             "series": [s.to_dict() for s in self.series],
         }
 
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> AttentionRecord:
+        """The record saved with [to_dict][attnscale.AttentionRecord.to_dict]."""
+        return cls(d["where"], d["kind"], [AttentionStats.from_dict(s) for s in d["series"]])
+
 
 @dataclasses.dataclass
 class Finding:
@@ -216,6 +241,11 @@ class Finding:
         """Return the finding as a dict (``step`` an int or ``None``, ``sites`` a list, the
         rest strings)."""
         return {**dataclasses.asdict(self), "sites": list(self.sites)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
+        """The finding saved with [to_dict][attnscale.Finding.to_dict]."""
+        return cls(**{**d, "sites": tuple(d.get("sites", ()))})
 
 
 @dataclasses.dataclass
@@ -277,6 +307,22 @@ class MonitorReport:
             "records": [r.to_dict() for r in self.records],
             "findings": [f.to_dict() for f in self.findings],
         }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MonitorReport:
+        """A report saved with [to_dict][attnscale.MonitorReport.to_dict] (for instance as
+        JSON, ``json.dump(report.to_dict(), f)``), loaded back: its ``to_dict`` is the saved
+        dict again, and its text, findings and records read as before.
+
+        Raises
+        ------
+        KeyError, ValueError
+            If ``d`` lacks ``records`` or ``findings``, or holds unknown statistics.
+        """
+        return cls(
+            records=[AttentionRecord.from_dict(r) for r in d["records"]],
+            findings=[Finding.from_dict(f) for f in d["findings"]],
+        )
 
     def __str__(self) -> str:
         if not self.records:
