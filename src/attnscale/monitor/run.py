@@ -8,6 +8,11 @@ spread over the run. When a site's list is full, every other point is dropped an
 keeps one call in two from then on (then one in four ...), so the list always spans the whole
 run at one spacing. Running aggregates would use less memory, but the curves (a max logit
 that grows, an entropy that falls) are what the guide's checklist asks to look at.
+
+Under ``torch.distributed``, each process measures its own batches, and at the end of each
+measured step the processes' scalars are combined before the log hook sees them (the largest
+of maxima, the smallest of minima, the mean of means), so the hook gets the same dict on every
+process; every process must run the monitor, with or without a ``log``.
 """
 
 from __future__ import annotations
@@ -111,11 +116,16 @@ class Run:
     # -- the log hook ---------------------------------------------------------------
 
     def _end_step(self) -> None:
-        if self.log is None or self._logged_step == self.step:
+        if self._logged_step == self.step:
             return
         self._logged_step = self.step
+        distributed = _world() > 1
+        if self.log is None and not distributed:
+            return
         scalars = self.scalars(self.step)
-        if scalars:
+        if distributed:  # every process takes part, whether it logs or not
+            scalars = _reduced(scalars)
+        if scalars and self.log is not None:
             self.log(scalars)
 
     def scalars(self, step: int) -> dict[str, float]:
@@ -129,6 +139,33 @@ class Run:
         if out:
             out["attn/step"] = float(step)
         return out
+
+
+def _world() -> int:
+    dist = torch.distributed
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+
+def _reduced(scalars: dict[str, float]) -> dict[str, float]:
+    """The scalars of every process combined: the largest of maxima, the smallest of minima
+    and QK-Clip factors, the mean of the rest. One small collective at the end of a measured
+    step, never inside the forward pass."""
+    gathered: list[dict[str, float] | None] = [None] * _world()
+    torch.distributed.all_gather_object(gathered, scalars)
+    values: dict[str, list[float]] = {}
+    for d in gathered:
+        for k, v in (d or {}).items():
+            values.setdefault(k, []).append(v)
+    out = {}
+    for k, vs in values.items():
+        name = k.rsplit("/", 1)[-1]
+        if name.startswith("max"):
+            out[k] = max(vs)
+        elif name.startswith("min") or name == "qk_clip":
+            out[k] = min(vs)
+        else:
+            out[k] = sum(vs) / len(vs)
+    return out
 
 
 def _site_scalars(where: str, s: AttentionStats, tau: float) -> dict[str, float]:

@@ -1,0 +1,68 @@
+"""Two processes on gloo (CPU): each measures its own batches; the log hook gets the
+statistics combined across processes, the same on both."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch import nn
+from torch.nn import functional as F
+
+from attnscale import AttentionMonitor
+
+pytestmark = pytest.mark.skipif(
+    not dist.is_available() or sys.platform == "win32", reason="needs torch.distributed"
+)
+
+
+class Tiny(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(2, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v).square().mean()
+
+
+def _worker(rank: int, folder: str) -> None:
+    dist.init_process_group("gloo", init_method=f"file://{folder}/store", rank=rank, world_size=2)
+    torch.manual_seed(0)
+    model = nn.parallel.DistributedDataParallel(Tiny())
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    logged: list[dict[str, float]] = []
+    # only rank 0 logs, as with wandb; rank 1 still takes part in the reduction
+    monitor = AttentionMonitor(
+        model, every=2, optimizer=opt, log=logged.append if rank == 0 else None
+    )
+    gen = torch.Generator().manual_seed(rank)
+    with monitor:
+        for _ in range(4):
+            model((1 + 3 * rank) * torch.randn(2, 6, 16, generator=gen)).backward()
+            opt.step()
+            opt.zero_grad()
+    own = [s.to_dict() for s in monitor.report().records[0].series]
+    Path(folder, f"rank{rank}.json").write_text(json.dumps({"logged": logged, "own": own}))
+    dist.destroy_process_group()
+
+
+def test_statistics_are_combined_across_processes(tmp_path: Path) -> None:
+    mp.spawn(_worker, args=(str(tmp_path),), nprocs=2, join=True)
+    r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
+    assert r1["logged"] == []
+    assert [d["attn/step"] for d in r0["logged"]] == [0, 2]
+    site = "module"
+    for d, a, b in zip(r0["logged"], r0["own"], r1["own"], strict=True):
+        assert d[f"attn/{site}/max_abs_logit"] == max(a["max_abs_logit"], b["max_abs_logit"])
+        assert a["max_abs_logit"] != b["max_abs_logit"]  # the ranks saw different data
+        assert d[f"attn/{site}/min_head_normalized_entropy"] == min(
+            a["min_head_normalized_entropy"], b["min_head_normalized_entropy"]
+        )
+        mean = (a["normalized_entropy"] + b["normalized_entropy"]) / 2
+        assert d[f"attn/{site}/normalized_entropy"] == pytest.approx(mean)
