@@ -20,6 +20,7 @@ is printed with the table: on a shared machine, read the ratio together with it.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import time
@@ -132,3 +133,49 @@ for name, build in CASES.items():
             f"{1e3 * statistics.median(t_mon):>12.1f} {statistics.median(ratios):>6.2f} "
             f"{min(ratios):>5.2f}-{max(ratios):<5.2f} {1e3 * stats_seconds / PAIRS:>10.1f}"
         )
+
+
+# -- a training step over a run: forward, backward and AdamW, with the monitor at every=N --
+
+TRAIN_PAIRS, BLOCK = 3, 10  # pairs of BLOCK-step blocks: one measured step per block at every=10
+print(
+    f"\ntraining steps (forward, backward, AdamW), gpt2-small sdpa; {TRAIN_PAIRS} pairs of "
+    f"{BLOCK}-step blocks, medians"
+)
+print(f"{'monitor':<28} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} {'ratio range':>11}")
+model, _ = CASES["gpt2-small, sdpa"]()
+model.train()
+opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+ids = torch.randint(0, 50257, (1, 256), generator=torch.Generator().manual_seed(SEED))
+
+
+def block(monitor: AttentionMonitor | None) -> float:
+    """Seconds per training step over BLOCK steps, inside ``monitor`` when given."""
+    t0 = time.perf_counter()
+    with monitor if monitor is not None else contextlib.nullcontext():
+        for _ in range(BLOCK):
+            model(input_ids=ids).last_hidden_state.square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    return (time.perf_counter() - t0) / BLOCK
+
+
+for label, kwargs in [
+    ("every=1", {"every": 1}),
+    ("every=10", {"every": 10}),
+    ("every=10, all_rows", {"every": 10, "all_rows": True}),
+]:
+    monitor = AttentionMonitor(model, optimizer=opt, history=100, **kwargs)  # one per run
+    block(None)
+    block(monitor)
+    plain: list[float] = []
+    watched: list[float] = []
+    for i in range(TRAIN_PAIRS):
+        for watch in (False, True) if i % 2 == 0 else (True, False):
+            (watched if watch else plain).append(block(monitor if watch else None))
+    ratios = [m / p for m, p in zip(watched, plain, strict=True)]
+    print(
+        f"{label:<28} {1e3 * statistics.median(plain):>10.1f} "
+        f"{1e3 * statistics.median(watched):>12.1f} {statistics.median(ratios):>6.2f} "
+        f"{min(ratios):>5.2f}-{max(ratios):<5.2f}"
+    )
