@@ -28,7 +28,10 @@ linked to the page that demonstrates it.
 # 5. **Half precision safe?** `fp16-overflow-risk` or `non-finite`: scale q first or upcast
 #    ([step 5](plot_03_fp16_overflow.md)).
 # 6. **Stable over training?** Plot entropy and max |logit| against step; falling entropy with
-#    growing logits is collapse ([step 6](plot_04_entropy_collapse.md)).
+#    growing logits is collapse ([step 6](plot_04_entropy_collapse.md)). One monitor can watch
+#    the whole run: `AttentionMonitor(model, every=50, optimizer=opt, history=500, log=...)`
+#    logs the statistics every 50 optimizer steps to any logger, with every query row's
+#    per-head max logit under `all_rows=True` ([AttentionMonitor][attnscale.AttentionMonitor]).
 #
 # 7. **Anything measured at all?** `no-attention` is a warning: the report cannot vouch for
 #    attention it never saw: a custom kernel, FlexAttention under `torch.compile`

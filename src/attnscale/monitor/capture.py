@@ -106,6 +106,7 @@ class Capture(TorchFunctionMode):
                     self.names[id(m)] = full or type(m).__name__
                     self._by_name.setdefault(self.names[id(m)], m)
         self.models = list(models)
+        self._root_ids = {id(m) for m in self.models}
         self.records: dict[tuple[str, str], AttentionRecord] = {}
         self.errors: collections.Counter[tuple[str, str]] = collections.Counter()  # and count
         self.ordinals: collections.Counter[tuple[str, str]] = collections.Counter()
@@ -167,7 +168,7 @@ class Capture(TorchFunctionMode):
         """A module starts: a monitored model entered from outside itself is a new call."""
         if self.run is None or not self.active:
             return
-        roots = {id(m) for m in self.models}
+        roots = self._root_ids
         if id(module) in roots and not any(id(m) in roots for m in stack):
             self.run.on_model_call()
 
