@@ -165,3 +165,14 @@ def test_a_saved_report_loads_back() -> None:
         MonitorReport.from_dict(
             {**saved, "records": [{**saved["records"][0], "series": [{"x": 1}]}]}
         )
+
+
+def test_every_measured_step_is_logged_even_when_history_drops_it() -> None:
+    model = Tiny()
+    logged: list[dict[str, float]] = []
+    monitor = AttentionMonitor(model, history=2, log=logged.append)
+    with torch.no_grad(), monitor:
+        for _ in range(6):
+            model(torch.randn(2, 6, 16))
+    assert len(monitor.report().records[0].series) <= 2
+    assert [d["attn/step"] for d in logged] == [0, 1, 2, 3, 4, 5]

@@ -465,7 +465,6 @@ class Capture(TorchFunctionMode):
             rows=self.row_index(shape[-2]) if len(shape) >= 2 else None,
         )
         record = self._site(*site)
-        keep = self.run is None or self.run.keep(record)
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):
             # the logits before the scale, where the scale is applied after the product
@@ -491,10 +490,10 @@ class Capture(TorchFunctionMode):
             scale_learned=scale_learned,
             **qk_norms(q_rows, k_rows, scale),
             **stats,
-            heads=heads().to_dict() if self.all_rows and heads is not None and keep else None,
+            heads=heads().to_dict() if self.all_rows and heads is not None else None,
             run_step=0 if self.run is None else self.run.step,
         )
-        if keep:
+        if self.run is None or self.run.keep(record, s):
             record.series.append(s)
         return s
 

@@ -61,6 +61,7 @@ class Run:
         self.model_calls = 0
         self.optimizer = optimizer
         self._kept: dict[int, tuple[int, int]] = {}  # per record: (calls, stride)
+        self._latest: dict[int, tuple[str, AttentionStats]] = {}  # per record, kept or not
         self._handle: Any = None
         self._logged_step = -1
         self.open()
@@ -99,8 +100,10 @@ class Run:
 
     # -- history ------------------------------------------------------------------
 
-    def keep(self, record: AttentionRecord) -> bool:
-        """Whether this call's point is kept, thinning the site's points when it is full."""
+    def keep(self, record: AttentionRecord, stats: AttentionStats) -> bool:
+        """Whether this call's point is kept, thinning the site's points when it is full.
+        The log hook sees every measured call's statistics, kept or not."""
+        self._latest[id(record)] = (record.where, stats)
         if self.history is None:
             return True
         calls, stride = self._kept.get(id(record), (0, 1))
@@ -132,10 +135,9 @@ class Run:
         """The flat dict the log hook receives for ``step``: ``attn/<site>/<statistic>``,
         finite values only, and ``attn/step``. Empty if nothing was measured at that step."""
         out: dict[str, float] = {}
-        for record in self.capture.records.values():
-            points = [s for s in record.series if s.run_step == step]
-            if points:
-                out.update(_site_scalars(record.where, points[-1], self.qk_clip_tau))
+        for where, stats in self._latest.values():
+            if stats.run_step == step:
+                out.update(_site_scalars(where, stats, self.qk_clip_tau))
         if out:
             out["attn/step"] = float(step)
         return out
