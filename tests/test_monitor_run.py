@@ -176,3 +176,21 @@ def test_every_measured_step_is_logged_even_when_history_drops_it() -> None:
             model(torch.randn(2, 6, 16))
     assert len(monitor.report().records[0].series) <= 2
     assert [d["attn/step"] for d in logged] == [0, 1, 2, 3, 4, 5]
+
+
+def test_findings_over_a_run_carry_the_step_they_first_appeared() -> None:
+    model = Tiny()
+    monitor = AttentionMonitor(model, gradients=False)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad(), monitor:
+        for step in range(6):
+            size = 0.1 if step < 3 else 300.0  # logits explode from step 3 on
+            model(size * torch.randn(2, 6, 16, generator=gen))
+    report = monitor.report()
+    large = next(f for f in report.findings if f.code == "large-logits")
+    assert large.first_step == 3
+    assert "first at run step 3" in str(report)
+    single = AttentionMonitor(model)
+    with torch.no_grad(), single:
+        model(300.0 * torch.randn(2, 6, 16, generator=gen))
+    assert all(f.first_step is None for f in single.report().findings)  # one step: no date

@@ -16,6 +16,7 @@ how), ``lineage`` (how a tensor on its way to a softmax derives from q·kᵀ),
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import numbers
 from collections.abc import Callable, Iterable, Mapping
@@ -348,14 +349,20 @@ class AttentionMonitor:
         per_site: list[tuple[Finding, AttentionStats]] = []
         for r in records:
             worst: dict[str, tuple[Finding, AttentionStats]] = {}
+            first: dict[str, int] = {}
             for s in r.series:
                 declared = self._declared(r.where, s.head_dim)
                 expected, by = declared if declared else (None, "")
                 for f in diagnose(r.where, s, self.thresholds, expected, declared_by=by):
+                    first.setdefault(f.code, s.run_step)
                     old = worst.get(f.code)
                     if old is None or SEVERITY_RANK[f.severity] >= SEVERITY_RANK[old[0].severity]:
                         worst[f.code] = (f, s)
-            per_site.extend(worst.values())
+            over_a_run = len({s.run_step for s in r.series}) > 1
+            per_site.extend(
+                (dataclasses.replace(f, first_step=first[code] if over_a_run else None), s)
+                for code, (f, s) in worst.items()
+            )
         findings = grouped(per_site)
         for (where, msg), times in capture.errors.items():
             findings.append(

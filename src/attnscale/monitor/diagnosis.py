@@ -535,5 +535,7 @@ def grouped(findings: list[tuple[Finding, AttentionStats]]) -> list[Finding]:
         message = lead.message
         if len(sites) > 1:
             message = f"Seen at {len(sites)} sites ({compact(sites)}); at {lead.where}: {message}"
-        out.append(dataclasses.replace(lead, message=message, sites=sites))
+        firsts = [f.first_step for f in members if f.first_step is not None]
+        first_step = min(firsts) if firsts else None
+        out.append(dataclasses.replace(lead, message=message, sites=sites, first_step=first_step))
     return out

@@ -228,6 +228,10 @@ class Finding:
         Every site with the same finding (the same bug repeated in every layer is one
         finding); ``where`` is the one whose statistics the message quotes, at the
         highest severity among them. Empty for findings about the model as a whole.
+    first_step : int or None
+        Over a run (points at more than one monitor step): the first step at which any of
+        the sites gave this finding, at any severity, so a growing max logit is dated.
+        ``None`` otherwise.
     """
 
     code: str
@@ -236,6 +240,7 @@ class Finding:
     message: str
     step: int | None = None
     sites: tuple[str, ...] = ()
+    first_step: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Return the finding as a dict (``step`` an int or ``None``, ``sites`` a list, the
@@ -352,6 +357,8 @@ class MonitorReport:
             lines.append("No findings.")
         for f in self.findings:
             step = "" if f.step is None else f" (step {f.step})"
+            if f.first_step is not None:
+                step += f" (first at run step {f.first_step})"
             where = f.where if len(f.sites) <= 1 else f"{len(f.sites)} sites: {compact(f.sites)}"
             lines.append(f"[{f.severity.upper()}] {f.code} at {where}{step}:")
             lines.append(f"    {f.message}")
