@@ -138,6 +138,20 @@ def test_large_logits_and_entropy_collapse_severities() -> None:
     assert _codes(collapse) == {"entropy-collapse": "error"}
 
 
+def test_a_heads_max_logit_past_the_threshold_warns() -> None:
+    tau = THRESHOLDS["max_logit"]
+    heads: dict[str, list[float | None]] = {"max_logit": [3.0, None, 0.9 * tau, 2.0]}
+    assert diagnose("a", _stats(heads=heads), THRESHOLDS) == []
+    heads = {"max_logit": [3.0, None, 2.5 * tau, 2.0]}
+    (found,) = diagnose("a", _stats(heads=heads), THRESHOLDS)
+    assert (found.code, found.severity) == ("large-logits", "warning")
+    assert "head 2" in found.message and f"{2.5 * tau:.3g}" in found.message
+    assert "by 0.4" in found.message  # QK-Clip's factor tau / S_max
+    # a lower threshold is honoured; the sampled statistics alone never use it
+    assert diagnose("a", _stats(heads=heads), {**THRESHOLDS, "max_logit": 1e9}) == []
+    assert diagnose("a", _stats(max_abs_logit=10 * tau), THRESHOLDS) == []
+
+
 def test_rows_without_two_keys_give_no_entropy_finding() -> None:
     nan = math.nan
     stats = _stats(

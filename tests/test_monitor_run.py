@@ -121,6 +121,7 @@ def test_every_row_statistics_and_qk_clip_factors_are_logged() -> None:
         assert s_max is not None
         assert d[f"attn/{record.where}/head{h}/max_logit"] == s_max
         assert d[f"attn/{record.where}/head{h}/qk_clip"] == pytest.approx(min(1.0, 5.0 / s_max))
+        assert d[f"attn/{record.where}/head{h}/entropy"] == heads["entropy"][h]
     assert d[f"attn/{record.where}/max_logit"] == max(heads["max_logit"])  # type: ignore[type-var]
 
 

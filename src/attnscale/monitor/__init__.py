@@ -139,8 +139,9 @@ class AttentionMonitor:
         Also compute per-head statistics over every query row of each call (signed max
         logit as QK-Clip and cuDNN define it, entropy, log-sum-exp, first-key weight, masked
         rows, max |q·k|), from q and k in key chunks, into ``AttentionStats.heads``. For
-        SDPA and hand-written attention. Off by default: it costs about one more pass over
-        the scores.
+        SDPA and hand-written attention. A head whose max logit passes the ``max_logit``
+        threshold (QK-Clip's τ = 100) is a ``large-logits`` warning, with the step it first
+        happened at over a run. Off by default: it costs about one more pass over the scores.
     sample_batch : int
         Statistics use at most this many elements of the leading (batch) axis,
         which keeps the overhead low.
@@ -160,8 +161,9 @@ class AttentionMonitor:
     log : callable, optional
         Called at the end of each measured step (after the optimizer's step, so gradient
         norms are in) with a flat dict of finite floats: ``attn/<site>/<statistic>`` for the
-        sampled statistics, and with ``all_rows`` the per-head ``max_logit`` and QK-Clip's
-        factor ``qk_clip`` = min(1, τ / max logit) (logged, never applied), plus
+        sampled statistics, and with ``all_rows`` the per-head ``max_logit``, ``entropy``
+        (mean $H/\log n$ over the rows) and QK-Clip's factor ``qk_clip`` =
+        min(1, τ / max logit) (logged, never applied), plus
         ``attn/step``. ``log=wandb.log`` works as is; for TensorBoard,
         ``log=lambda d: [writer.add_scalar(k, v, int(d["attn/step"])) for k, v in d.items()]``;
         for a CSV file, a ``csv.writer`` row per item: ``(step, key, value)``.

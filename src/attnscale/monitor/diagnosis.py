@@ -53,6 +53,9 @@ THRESHOLDS: dict[str, float] = {
     # spread of about 7 with under 1% of rows saturated, so the spread alone warns only well
     # above that; saturated rows (below) are the symptom itself
     "large_logit_std": 15.0,
+    # large-logits: a head's largest logit over every query row (only with all_rows=True,
+    # which measures it): QK-Clip's tau (Kimi K2), the bound it keeps each head under
+    "max_logit": 100.0,
     # a row is saturated when its largest probability exceeds this
     "saturation": 0.99,
     # large-logits: fraction of saturated rows (warning; error at 5x)
@@ -437,14 +440,23 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
     """Large logits and entropy collapse."""
     out = []
     big, sat = th["large_logit_std"], th["saturated_fraction"]
-    if math.isfinite(s.logit_std) and (s.logit_std > big or s.saturated_fraction > sat):
-        severe = s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9)
+    peak, head = _peak_head(s)
+    spread = math.isfinite(s.logit_std) and (s.logit_std > big or s.saturated_fraction > sat)
+    if spread or peak > th["max_logit"]:
+        severe = spread and (s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9))
+        per_head = (
+            f"the largest logit of head {head} over every query row is {peak:.3g} "
+            f"(threshold max_logit {th['max_logit']:.3g}; QK-Clip would scale this head's "
+            f"logits by {min(1.0, th['max_logit'] / peak):.3g}), "
+            if head is not None
+            else ""
+        )
         out.append(
             Finding(
                 "large-logits",
                 "error" if severe else "warning",
                 where,
-                f"Measured within-row logit std {s.logit_std:.3g}, max |logit| "
+                f"Measured {per_head}within-row logit std {s.logit_std:.3g}, max |logit| "
                 f"{s.max_abs_logit:.3g}, and {100 * s.saturated_fraction:.3g}% of the rows "
                 f"with two or more keys have a max probability above {th['saturation']}. "
                 f"The softmax is in its collapse region: saturated rows pass almost no "
@@ -469,6 +481,15 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
             )
         )
     return out
+
+
+def _peak_head(s: AttentionStats) -> tuple[float, int | None]:
+    """The largest per-head max logit and its head, where every row was measured."""
+    if s.heads is None:
+        return -math.inf, None
+    peaks = [(v, h) for h, v in enumerate(s.heads["max_logit"]) if v is not None]
+    peaks = [(v, h) for v, h in peaks if math.isfinite(v)]
+    return max(peaks) if peaks else (-math.inf, None)
 
 
 def no_attention(unmatched_softmax: int) -> Finding:

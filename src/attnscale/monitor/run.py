@@ -184,4 +184,7 @@ def _site_scalars(where: str, s: AttentionStats, tau: float) -> dict[str, float]
                 out[f"attn/{where}/head{h}/max_logit"] = v
                 # QK-Clip's factor for this head: min(1, tau / S_max), logged, never applied
                 out[f"attn/{where}/head{h}/qk_clip"] = min(1.0, tau / v) if v > tau else 1.0
+        for h, v in enumerate(s.heads["entropy"]):
+            if v is not None:
+                out[f"attn/{where}/head{h}/entropy"] = v  # mean H / log(keys) over the rows
     return {k: float(v) for k, v in out.items() if v is not None and math.isfinite(v)}
