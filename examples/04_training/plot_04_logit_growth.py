@@ -14,7 +14,7 @@ that signature.
 import matplotlib.pyplot as plt
 import numpy as np
 
-from attnscale._docs import stored, style
+from attnscale._docs import events, stored, style
 from attnscale._docs.figures import one_legend
 from attnscale._docs.intervals import bootstrap
 from attnscale._docs.studies import logit_growth
@@ -25,10 +25,9 @@ style.use_style()
 
 VARIANTS = ["inverse_sqrt", "qk_layernorm"]  # the baseline first
 NAMES = style.text_labels(VARIANTS)
-SMOOTH = 20  # steps per moving mean of the per-step records
+SMOOTH = events.SMOOTH  # steps per moving mean of the per-step records
 COLLAPSE = 0.05  # normalised attention entropy below this: one key per query
 LARGE_LOGIT = 100.0  # an attention logit this far above the rest leaves e^-100 to the others
-SPIKE = 0.5  # nats above the loss's best moving mean so far
 
 # %%
 # ## The model, the text and the recipe
@@ -215,31 +214,16 @@ print(f"rates where it ends higher on every seed: {worse or 'none'}")
 
 
 # %%
-def moving_mean(x: np.ndarray) -> np.ndarray:
-    """Means over ``SMOOTH`` consecutive steps; entry ``t`` ends at step ``t + SMOOTH``."""
-    c = np.cumsum(np.insert(x, 0, 0.0))
-    return (c[SMOOTH:] - c[:-SMOOTH]) / SMOOTH
+moving_mean = events.moving_mean
 
 
-def first_step(flags: np.ndarray, offset: int) -> float:
-    """1-based step of the first True in ``flags`` (NaN if none), shifted by ``offset``."""
-    hit = np.flatnonzero(flags)
-    return float(hit[0] + 1 + offset) if hit.size else np.nan
-
-
-def events(run: dict[str, np.ndarray]) -> np.ndarray:
-    """Steps of (logits grow, attention collapses, loss spikes) per seed: ``(seeds, 3)``."""
+def run_events(run: dict[str, np.ndarray]) -> np.ndarray:
+    """1-based steps of (logits grow, attention collapses, loss spikes) per seed: ``(seeds, 3)``."""
     out = []
     for loss, logit, entropy in zip(run["loss"], run["max_logit"], run["entropy"], strict=True):
-        smooth_loss = moving_mean(loss)
-        out.append(
-            [
-                first_step(logit.max(-1) > LARGE_LOGIT, 0),
-                first_step(moving_mean(entropy.min(-1)) < COLLAPSE, SMOOTH - 1),
-                first_step(smooth_loss > np.minimum.accumulate(smooth_loss) + SPIKE, SMOOTH - 1),
-            ]
-        )
-    return np.array(out)
+        collapse = events.first(moving_mean(entropy.min(-1)) < COLLAPSE) + SMOOTH - 1
+        out.append([events.first(logit.max(-1) > LARGE_LOGIT), collapse, events.loss_spike(loss)])
+    return np.array(out) + 1
 
 
 def steps_text(values: np.ndarray) -> str:
@@ -249,7 +233,7 @@ def steps_text(values: np.ndarray) -> str:
 rows, order = [], {v: [] for v in VARIANTS}
 for v in VARIANTS:
     for j, lr in enumerate(lrs):
-        ev = events(runs[v][j])  # (seeds, 3)
+        ev = run_events(runs[v][j])  # (seeds, 3)
         if np.isnan(ev).all():
             continue
         rows.append([NAMES[v], f"{lr:.2g}", *(steps_text(ev[:, e]) for e in range(3))])
@@ -279,7 +263,9 @@ for v in VARIANTS:
 # the lowest to highest seed).
 
 # %%
-j = next(j for j in range(len(lrs)) if not np.isnan(events(runs["inverse_sqrt"][j])[:, 2]).any())
+j = next(
+    j for j in range(len(lrs)) if not np.isnan(run_events(runs["inverse_sqrt"][j])[:, 2]).any()
+)
 fig, axes = plt.subplots(1, 3, figsize=(8, 3.0), layout="constrained")
 series = {
     "training loss (nats/byte)": lambda r: r["loss"],
