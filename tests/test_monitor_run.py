@@ -195,3 +195,34 @@ def test_findings_over_a_run_carry_the_step_they_first_appeared() -> None:
     with torch.no_grad(), single:
         model(300.0 * torch.randn(2, 6, 16, generator=gen))
     assert all(f.first_step is None for f in single.report().findings)  # one step: no date
+
+
+def test_report_as_a_dataframe_has_one_row_per_measured_call() -> None:
+    pd = pytest.importorskip("pandas")  # in the test extra: runs in CI
+    model = Tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    with AttentionMonitor(model, all_rows=True, every=2, optimizer=opt) as monitor:
+        for _ in range(5):
+            model(torch.randn(2, 6, 16)).square().mean().backward()
+            opt.step()
+            opt.zero_grad()
+    report = monitor.report()
+    frame = report.to_dataframe()
+    assert isinstance(frame, pd.DataFrame)
+    (record,) = report.records
+    assert list(frame["run_step"]) == [s.run_step for s in record.series] == [0, 2, 4]
+    assert list(frame.columns[:3]) == ["where", "kind", "step"]
+    assert (frame["where"] == record.where).all()
+    assert list(frame["max_abs_logit"]) == record.values("max_abs_logit")
+    assert frame["heads"].iloc[-1] == record.last.heads
+
+
+def test_dataframe_without_pandas_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    model = Tiny()
+    with AttentionMonitor(model) as monitor:
+        model(torch.randn(2, 6, 16))
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        monitor.report().to_dataframe()

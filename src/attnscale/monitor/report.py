@@ -313,6 +313,32 @@ class MonitorReport:
             "findings": [f.to_dict() for f in self.findings],
         }
 
+    def to_dataframe(self) -> Any:
+        """Return a ``pandas.DataFrame`` with one row per measured call of each site: the
+        columns ``where`` and ``kind``, then every field of
+        [AttentionStats][attnscale.AttentionStats] (``run_step`` is the training step over a
+        run; ``heads`` holds the per-head lists of ``all_rows=True``, or None).
+
+        Raises
+        ------
+        ImportError
+            If pandas is not installed.
+        """
+        try:
+            import pandas as pd
+        except ImportError as e:
+            raise ImportError(
+                "MonitorReport.to_dataframe needs pandas: pip install pandas "
+                "(or use to_dict, which needs nothing)"
+            ) from e
+        columns = ["where", "kind", *(f.name for f in dataclasses.fields(AttentionStats))]
+        rows = [
+            {"where": r.where, "kind": r.kind, **dataclasses.asdict(s)}
+            for r in self.records
+            for s in r.series
+        ]
+        return pd.DataFrame(rows, columns=columns)
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MonitorReport:
         """A report saved with [to_dict][attnscale.MonitorReport.to_dict] (for instance as
