@@ -118,3 +118,26 @@ def test_mask_leak_threshold_is_a_probability() -> None:
     with AttentionMonitor(mask_leak=0.9) as mon:  # a looser rule: that leak is tolerated
         torch.softmax(q @ k.transpose(-2, -1) * D**-0.5 + _window_mask(-2.0), dim=-1) @ v
     assert "leaky-mask" not in mon.report().codes("info")
+
+
+def test_where_every_mask_is_known_a_very_negative_logit_is_a_logit() -> None:
+    """SDPA and nn.MultiheadAttention give the monitor all their masks: huge logits (a model
+    whose logits grew past 1e4 in training) are measured, not read as masked keys."""
+    q, k, v = _qkv()
+    q = q * 3e4  # logits of size ~1e4 to ~1e5, both signs
+    with AttentionMonitor() as mon:
+        F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    stats = mon.report().records[0].last
+    assert stats.masked_rows == 0
+    assert stats.masked_fraction == pytest.approx((N - 1) / (2 * N))  # the causal half only
+    assert stats.max_abs_logit > 1e4
+    mha = nn.MultiheadAttention(H * D, H, batch_first=True).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.mul_(300.0)
+    x = torch.randn(B, N, H * D, generator=torch.Generator().manual_seed(1))
+    causal = torch.ones(N, N, dtype=torch.bool).triu(1)
+    with AttentionMonitor(mha) as mon, torch.no_grad():
+        mha(x, x, x, attn_mask=causal, need_weights=False)
+    stats = mon.report().records[0].last
+    assert stats.masked_rows == 0 and stats.max_abs_logit > 1e4
+    assert stats.masked_fraction == pytest.approx((N - 1) / (2 * N))

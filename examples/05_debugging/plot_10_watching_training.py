@@ -33,10 +33,10 @@ ETA = 0.1  # peak learning rate
 SEED = 0
 STEPS = 300  # the first 300 steps of the 2,000-step schedule
 EVERY = 10  # the monitor measures every 10th optimizer step
-TAU = THRESHOLDS["max_logit"]  # a head's largest logit above this warns (QK-Clip's tau)
-ENTROPY = THRESHOLDS["normalized_entropy"]  # a head's entropy / log(keys) below this warns
+TAU = THRESHOLDS["max_logit"]  # a head's max logit above this warns
+ENTROPY = THRESHOLDS["normalized_entropy"]  # a head's entropy below this warns
 BUDGET = logit_growth.FULL
-WATCHED = ("large-logits", "entropy-collapse")  # the findings that grow over a run
+WATCHED = ("large-logits", "entropy-collapse")  # findings that grow over a run
 
 # %%
 # ## The run, and the metric
@@ -78,17 +78,24 @@ def setup(strategy: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.
     others = [p for p in model.parameters() if p.dim() < 2]
     opt = torch.optim.AdamW(
         [
-            # weight decay per step independent of the learning rate, as Wortsman et al.
+            # weight decay per step, independent of the learning rate
             {"params": matrices, "weight_decay": BUDGET["weight_decay"] / ETA},
             {"params": others, "weight_decay": 0.0},
         ],
         lr=ETA,
         betas=(0.9, 0.95),
     )
-    return model, opt, torch.Generator().manual_seed(SEED + 1_000_003)  # the stored run's batches
+    batches_seed = SEED + 1_000_003  # the stored run's batches
+    return model, opt, torch.Generator().manual_seed(batches_seed)
 
 
-def train_step(model, opt, sched, data, gen) -> float:  # type: ignore[no-untyped-def]
+def train_step(
+    model: torch.nn.Module,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler | None,
+    data: torch.Tensor,
+    gen: torch.Generator,
+) -> float:
     x, y = batches(data, gen)
     logits = model(x)[0].reshape(-1, logit_growth.VOCAB)
     loss = F.cross_entropy(logits, y.reshape(-1))

@@ -150,7 +150,7 @@ def _sdpa_masks(
     batch: torch.Size,
     lq: int,
     lk: int,
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits with SDPA's causal and explicit masks applied, and what a float mask masked."""
     rows = capture.row_index(lq).to(logits.device)
     if b.get("is_causal", False):
@@ -165,7 +165,15 @@ def _sdpa_masks(
         else:
             positions = torch.broadcast_to(capture.lineages.additive_mask(full), logits.shape)
             logits = logits + full.float()
-    return logits, positions
+    return logits, _known(positions, logits)
+
+
+def _known(positions: torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor:
+    """The masked positions where every mask of the call is known (SDPA's and the module's
+    arguments): none beyond those given, so a very negative logit is a logit, not a mask."""
+    return (
+        torch.zeros((), dtype=torch.bool, device=logits.device) if positions is None else positions
+    )
 
 
 # -- FlexAttention -----------------------------------------------------------------------------
@@ -436,7 +444,7 @@ class _MhaInputs:
 
 def _mha_masks(
     capture: Capture, inputs: _MhaInputs, logits: torch.Tensor, a: dict[str, Any]
-) -> tuple[torch.Tensor, torch.Tensor | None]:
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits with the module's masks applied, and what its float masks masked."""
     lq, lk, rows, nb = inputs.lq, logits.shape[-1], inputs.rows, inputs.nb
     attn_mask = a.get("attn_mask")
@@ -469,7 +477,7 @@ def _mha_masks(
         logits = logits.masked_fill(~keep[:, None, None, :], -math.inf)
         q_keep = rows[None, :] < lens  # (nb, rows)
         logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
-    return logits, positions
+    return logits, _known(positions, logits)
 
 
 def _watch_mha_gradient(
