@@ -293,3 +293,36 @@ def test_a_failure_while_following_is_reported_not_raised(monkeypatch: pytest.Mo
     assert torch.equal(ref, out)  # type: ignore[arg-type]
     (finding,) = [f for f in mon.report().findings if f.code == "monitor-error"]
     assert "planted" in finding.message
+
+
+@pytest.mark.parametrize("path", ["sdpa", "hand-written", "multihead_attention"])
+def test_long_calls_sample_fewer_rows_within_the_logit_budget(path: str) -> None:
+    """Many heads times long keys: the rows shrink so the sampled logits stay within
+    max_sampled_logits (never below 8 rows), on every path, backward included."""
+    from attnscale.monitor.capture import MIN_ROWS
+
+    b, h, n, d = 3, 8, 512, 16
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(b, n, h * d, generator=g, requires_grad=True)
+    q = k = v = x.view(b, n, h, d).transpose(1, 2)
+    mha = nn.MultiheadAttention(h * d, h, batch_first=True)
+    budget = 2 * h * n * 20  # 20 rows of 2 sampled batch elements
+    with AttentionMonitor(
+        mha if path == "multihead_attention" else None, max_sampled_logits=budget
+    ) as mon:
+        if path == "multihead_attention":
+            out = mha(x, x, x, need_weights=False)[0]
+        elif path == "sdpa":
+            out = F.scaled_dot_product_attention(q, k, v)
+        else:
+            out = torch.softmax(q @ k.transpose(-2, -1) * d**-0.5, dim=-1) @ v
+        out.square().mean().backward()
+    rep = mon.report()
+    stats = rep.records[0].last
+    rows = stats.sampled_rows // (2 * h)
+    assert MIN_ROWS <= rows <= 20 and 2 * h * rows * n <= budget
+    assert stats.logit_grad_norm is not None  # the gradient's rows match the logits'
+    assert not rep.codes("info") & {"monitor-error"}, str(rep)
+    with AttentionMonitor(max_sampled_logits=1) as mon, torch.no_grad():
+        F.scaled_dot_product_attention(q, k, v)
+    assert mon.report().records[0].last.sampled_rows == 2 * h * MIN_ROWS

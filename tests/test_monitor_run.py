@@ -133,6 +133,7 @@ def test_every_row_statistics_and_qk_clip_factors_are_logged() -> None:
         ({"optimizer": "adam"}, TypeError, "optimizer"),
         ({"log": 3}, TypeError, "log"),
         ({"qk_clip_tau": -1.0}, ValueError, "qk_clip_tau"),
+        ({"max_sampled_logits": 0}, ValueError, "max_sampled_logits"),
     ],
 )
 def test_bad_run_arguments_name_the_argument(

@@ -147,6 +147,10 @@ class AttentionMonitor:
         which keeps the overhead low.
     max_query_rows : int
         ... and at most this many query rows (an evenly strided subset).
+    max_sampled_logits : int
+        ... fewer rows, down to 8, where ``max_query_rows`` of them would hold more than
+        this many logits (sampled batch x heads x rows x keys): the cost of the statistics
+        per call stays bounded for many heads and long sequences.
     every : int
         Over a training run: measure only every ``every``-th step (the monitor costs almost
         nothing on the others). The step is [step][attnscale.AttentionMonitor.step]:
@@ -202,6 +206,7 @@ class AttentionMonitor:
         all_rows: bool = False,
         sample_batch: int = 2,
         max_query_rows: int = 64,
+        max_sampled_logits: int = 2**16,
         every: int = 1,
         history: int | None = None,
         optimizer: torch.optim.Optimizer | None = None,
@@ -220,6 +225,7 @@ class AttentionMonitor:
         self.expected_scale = _expected(expected_scale)
         self.sample_batch = _checks.positive_int(sample_batch, "sample_batch")
         self.max_query_rows = _checks.positive_int(max_query_rows, "max_query_rows")
+        self.max_sampled_logits = _checks.positive_int(max_sampled_logits, "max_sampled_logits")
         self.every = _checks.positive_int(every, "every")
         self.history = None if history is None else _checks.positive_int(history, "history")
         if self.history is not None and self.history < 2:
@@ -253,6 +259,7 @@ class AttentionMonitor:
             all_rows=self.all_rows,
             sample_batch=self.sample_batch,
             max_query_rows=self.max_query_rows,
+            max_sampled_logits=self.max_sampled_logits,
             mask_value=self.thresholds["mask_value"],
             saturation=self.thresholds["saturation"],
         )

@@ -84,6 +84,7 @@ def on_sdpa(
     scale = b.get("scale")
     head_dim = int(q.shape[-1])
     c = 1 / math.sqrt(head_dim) if scale is None else value(scale)
+    capture.size_sample((*q.shape[:-1], k.shape[-2]))
     qs = capture.sample(q, rows_dim=q.dim() - 2)
     ks = _repeat_heads(capture.sample(k), qs)
     logits = (qs.float() @ ks.float().transpose(-2, -1)) * c  # (..., rows, k_len)
@@ -199,6 +200,7 @@ def on_flex(
         tuple(args[8]) if len(args) > 8 else tuple(kwargs.get("mask_mod_other_buffers", ()))
     )
     c = value(c)
+    capture.size_sample((*q.shape[:-1], k.shape[-2]))
     qs = capture.sample(q, rows_dim=2)  # (nb, heads, rows, d)
     ks = _repeat_heads(capture.sample(k), qs)
     nb, heads, lq, lk = qs.shape[0], q.shape[1], q.shape[2], k.shape[2]
@@ -417,6 +419,7 @@ class _MhaInputs:
         self.nb = min(self.bsz, capture.sample_batch)
         self.query, self.key, self.value = (t[:, : self.nb] for t in (query, key, value))
         self.m, self.e, self.d = m, e, e // m.num_heads
+        capture.size_sample((self.bsz, m.num_heads, self.lq, key.shape[0]))
         self.rows = capture.row_index(self.lq).to(query.device)
 
     def project(self, x: torch.Tensor, which: int) -> torch.Tensor:

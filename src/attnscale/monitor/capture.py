@@ -71,6 +71,8 @@ from .stats import logit_stats, qk_norms, tensor_std
 __all__ = ["Capture"]
 
 _BADDBMM = {torch.baddbmm, torch._C.TensorBase.baddbmm}
+#: the fewest query rows a call's statistics use, however large its heads and keys
+MIN_ROWS = 8
 
 
 class Capture(TorchFunctionMode):
@@ -84,6 +86,7 @@ class Capture(TorchFunctionMode):
         sample_batch: int,
         all_rows: bool = False,
         max_query_rows: int,
+        max_sampled_logits: int = 2**16,
         mask_value: float,
         saturation: float,
     ) -> None:
@@ -94,6 +97,8 @@ class Capture(TorchFunctionMode):
         self.run: Run | None = None
         self.sample_batch = sample_batch
         self.max_query_rows = max_query_rows
+        self.max_sampled_logits = max_sampled_logits
+        self.rows = max_query_rows  # the query rows sampled in the current call
         self.mask_value = mask_value
         self.saturation = saturation
         self.names: dict[int, str] = {}
@@ -279,6 +284,7 @@ class Capture(TorchFunctionMode):
                 torch.set_num_threads(threads)
 
     def _guarded(self, where: str, kind: str, fn: Callable[[], None]) -> None:
+        self.rows = self.max_query_rows  # until the call's shape is known (size_sample)
         try:
             with self._own_work():
                 fn()
@@ -302,6 +308,7 @@ class Capture(TorchFunctionMode):
         found = _operands(func, args, kwargs)
         if found is None:
             return
+        self.size_sample(out.shape)
         a, b, head_dim, factor, q_rows, k_rows = found
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
@@ -365,6 +372,7 @@ class Capture(TorchFunctionMode):
             if read["scale"] is None:  # not a multiple of that product: a classifier's
                 self.unmatched_softmax += 1  # logits of the same shape, not attention
                 return
+        self.size_sample(x.shape)
         q_rows, k_rows = product.q_rows, product.k_rows
         assert q_rows is not None and k_rows is not None
         mask = sink = full_mask = None
@@ -414,8 +422,19 @@ class Capture(TorchFunctionMode):
 
     # -- sampling and recording ------------------------------------------------
 
+    def size_sample(self, shape: Sequence[int]) -> None:
+        """Sample fewer query rows in this call where ``max_query_rows`` of them would hold
+        more than ``max_sampled_logits`` logits (many heads, long keys), but at least
+        ``MIN_ROWS``: the statistics' cost per call stays bounded whatever the shape.
+        ``shape`` is the logits' full shape, (..., query rows, keys)."""
+        per_row = shape[-1] * math.prod(shape[1:-2]) * min(shape[0], self.sample_batch)
+        if len(shape) < 3:
+            per_row = shape[-1]
+        fit = self.max_sampled_logits // max(per_row, 1)
+        self.rows = max(MIN_ROWS, min(self.max_query_rows, fit))
+
     def row_index(self, n: int) -> torch.Tensor:
-        step = math.ceil(n / self.max_query_rows) if n > self.max_query_rows else 1
+        step = math.ceil(n / self.rows) if n > self.rows else 1
         return torch.arange(0, n, step)
 
     def sample(self, t: torch.Tensor, rows_dim: int | None = None) -> torch.Tensor:
@@ -425,7 +444,7 @@ class Capture(TorchFunctionMode):
             t = t[: self.sample_batch]
         if rows_dim is not None:
             n = t.shape[rows_dim]
-            if n > self.max_query_rows:
+            if n > self.rows:
                 t = t.index_select(rows_dim, self.row_index(n).to(t.device))
         return t
 
@@ -511,8 +530,10 @@ class Capture(TorchFunctionMode):
         """
         if not (self.gradients and tensor.requires_grad):
             return
+        rows = self.rows  # backward runs after other calls changed it
 
         def hook(grad: torch.Tensor) -> None:
+            self.rows = rows
             try:
                 with self._own_work():
                     stats.logit_grad_norm = float(
