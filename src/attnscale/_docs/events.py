@@ -18,7 +18,7 @@ def moving_mean(x: np.ndarray, window: int = SMOOTH) -> np.ndarray:
     """Means over ``window`` consecutive steps; entry ``t`` covers steps ``t`` to
     ``t + window - 1``."""
     c = np.cumsum(np.insert(np.asarray(x, dtype=np.float64), 0, 0.0))
-    return (c[window:] - c[:-window]) / window  # type: ignore[no-any-return]
+    return (c[window:] - c[:-window]) / window  # type: ignore[no-any-return,unused-ignore]
 
 
 def first(flags: np.ndarray) -> float:

@@ -325,7 +325,7 @@ class MonitorReport:
             If pandas is not installed.
         """
         try:
-            import pandas as pd
+            import pandas as pd  # type: ignore[import-untyped,import-not-found,unused-ignore]
         except ImportError as e:
             raise ImportError(
                 "MonitorReport.to_dataframe needs pandas: pip install pandas "
