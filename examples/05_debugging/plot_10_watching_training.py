@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from attnscale import THRESHOLDS, AttentionMonitor
+from attnscale import THRESHOLDS, AttentionMonitor, MonitorReport
 from attnscale._docs import events, stored, style
 from attnscale._docs.studies import logit_growth
 from attnscale._docs.tables import Table
@@ -148,8 +148,8 @@ Table(
 # ## The curves, head by head
 #
 # Per head, from the dicts the logger received: the largest attention logit and the entropy,
-# at every 10th step, with the monitor's thresholds (dotted) and the training loss. The red
-# line marks the first step at which the monitor warned, the black one the loss spike.
+# at every 10th step, with the monitor's thresholds (dotted) and the training loss. A solid
+# vertical line marks the first step at which the monitor warned, a dashed one the loss spike.
 
 
 # %%
@@ -165,11 +165,11 @@ def per_head(logged: list[dict[str, float]], stat: str) -> tuple[np.ndarray, dic
     }
 
 
-def warned(report: object) -> dict[str, int]:
+def warned(report: MonitorReport) -> dict[str, int]:
     """The first monitor step of each finding that can grow over a run."""
     return {
         f.code: f.first_step
-        for f in report.findings  # type: ignore[attr-defined]
+        for f in report.findings
         if f.code in WATCHED and f.first_step is not None
     }
 
