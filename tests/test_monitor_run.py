@@ -227,3 +227,30 @@ def test_dataframe_without_pandas_says_what_to_install(monkeypatch: pytest.Monke
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match="pip install pandas"):
         monitor.report().to_dataframe()
+
+
+def test_nothing_outside_the_models_is_followed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loss and the optimizer's update run outside every module: a monitor given its
+    models follows no lineage there (it would cost a step's worth of work), and still reads
+    the scale applied inside."""
+    from attnscale.monitor.lineage import Lineages
+
+    followed: list[bool] = []
+    follow = Lineages.follow
+
+    def counting(self: Lineages, *args: Any) -> None:
+        from attnscale.monitor.hooks import REGISTRY
+
+        followed.append(bool(REGISTRY.stack))
+        follow(self, *args)
+
+    monkeypatch.setattr(Lineages, "follow", counting)
+    model = Tiny()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=False)  # many scalar ops
+    with AttentionMonitor(model, optimizer=opt) as monitor:
+        for _ in range(3):
+            (model(torch.randn(2, 6, 16)) * 0.5).backward()  # a scaled loss, outside
+            opt.step()
+            opt.zero_grad()
+    assert followed and all(followed)  # inside the model only
+    assert monitor.report().records[0].last.scale_ratio == pytest.approx(1.0)

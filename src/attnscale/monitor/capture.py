@@ -236,6 +236,10 @@ class Capture(TorchFunctionMode):
         out = func(*args, **kwargs)
         if not (self.active and self.measuring) or torch.compiler.is_compiling():
             return out
+        if self.names and not REGISTRY.stack:
+            # outside every module (the loss, the optimizer's update): no attention of the
+            # monitored models runs here, and following its lineages would cost a step's worth
+            return out
         try:
             followed = func in FOLLOWED
             handler = None if followed else _HANDLERS.get(func)
