@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 import torch
+from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from attnscale import HeadStats, head_stats
+from attnscale import AttentionMonitor, HeadStats, head_stats
 
 
 def _brute(
@@ -224,7 +225,6 @@ def test_the_monitor_reports_every_rows_max_logit_on_gpt2(impl: str) -> None:
     """AttentionMonitor(all_rows=True) on transformers' GPT-2: each layer's per-head max
     logit and entropy over every row, against the scores rebuilt from the layer's q and k."""
     transformers = pytest.importorskip("transformers")
-    from attnscale import AttentionMonitor
 
     torch.manual_seed(0)
     config = transformers.GPT2Config(
@@ -259,3 +259,75 @@ def test_the_monitor_reports_every_rows_max_logit_on_gpt2(impl: str) -> None:
     with torch.no_grad(), without:
         model(ids)
     assert without.report().records[0].last.heads is None  # off by default
+
+
+@pytest.mark.parametrize(
+    "case", ["plain", "causal-and-padding", "bias-and-zero-keys", "per-head-float"]
+)
+def test_all_rows_on_multihead_attention_match_brute_force(case: str) -> None:
+    """nn.MultiheadAttention's per-head statistics over every row of the whole batch, against
+    logits rebuilt from its own projections (checked against the weights it returns)."""
+    b, n, e, h = 3, 7, 16, 4
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(
+        e,
+        h,
+        batch_first=True,
+        add_bias_kv=case == "bias-and-zero-keys",
+        add_zero_attn=case == "bias-and-zero-keys",
+    ).eval()
+    with torch.no_grad():
+        mha.in_proj_weight.mul_(3.0)
+    x = torch.randn(b, n, e)
+    kwargs: dict[str, Any] = {}
+    if case == "causal-and-padding":
+        kwargs["attn_mask"] = torch.ones(n, n, dtype=torch.bool).triu(1)
+        kwargs["key_padding_mask"] = torch.arange(n)[None, :] >= torch.tensor([[7], [5], [3]])
+    if case == "per-head-float":
+        kwargs["attn_mask"] = torch.randn(b * h, n, n)
+    with AttentionMonitor(mha, all_rows=True) as mon, torch.no_grad():
+        _, weights = mha(x, x, x, need_weights=True, average_attn_weights=False, **kwargs)
+    heads = mon.report().records[0].last.heads
+    assert heads is not None
+    # brute force: the logits from the module's weights, masked as the module masks them
+    wq, wk, _ = mha.in_proj_weight.chunk(3)
+    bq, bk, _ = mha.in_proj_bias.chunk(3)
+    d = e // h
+    q = (x @ wq.T + bq).view(b, n, h, d).transpose(1, 2)
+    k = (x @ wk.T + bk).view(b, n, h, d).transpose(1, 2)
+    if case == "bias-and-zero-keys":
+        k = torch.cat(
+            [k, mha.bias_k.view(1, h, 1, d).expand(b, h, 1, d), torch.zeros(b, h, 1, d)], 2
+        )
+    s = q @ k.transpose(-2, -1) / math.sqrt(d)  # (b, h, n, keys)
+    if case == "causal-and-padding":
+        masked = kwargs["attn_mask"][None, None] | kwargs["key_padding_mask"][:, None, None, :]
+        s = s.masked_fill(masked, -math.inf)
+    if case == "per-head-float":
+        s = s + kwargs["attn_mask"].view(b, h, n, n)
+    p = torch.softmax(s, -1)
+    torch.testing.assert_close(p, weights, atol=1e-5, rtol=1e-4)  # the rebuilt logits are right
+    live = torch.isfinite(s)
+    max_logit = s.masked_fill(~live, -math.inf).amax((0, 2, 3))
+    ent = -(p * p.clamp_min(1e-30).log()).sum(-1) / live.sum(-1).clamp_min(2).log()  # (b, h, n)
+    rows = live.sum(-1) >= 2
+    entropy = (ent * rows).sum((0, 2)) / rows.sum((0, 2))
+    assert heads["max_logit"] == pytest.approx(max_logit.tolist(), rel=1e-5)
+    assert heads["entropy"] == pytest.approx(entropy.tolist(), rel=1e-4, abs=1e-6)
+
+
+def test_a_failing_statistic_leaves_no_empty_site(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A monitor bug in one statistic is a monitor error in the report, never a site without
+    a call (which the report's text could not print)."""
+    from attnscale.monitor import adapters
+
+    def broken(*args: Any, **kwargs: Any) -> HeadStats:
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(adapters, "head_stats", broken)
+    q = k = v = torch.randn(1, 2, 5, 4)
+    with AttentionMonitor(all_rows=True) as mon:
+        torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    report = mon.report()
+    assert report.records == []
+    assert "broken on purpose" in str(report)

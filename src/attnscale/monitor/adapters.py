@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .every_row import head_stats
+from .every_row import HeadStats, head_stats
 from .lineage import head_scales, value
 
 if TYPE_CHECKING:
@@ -381,6 +381,7 @@ def on_mha(
         k_rows=k,
         outputs=outputs,
         max_abs_qk=float(qk.abs().max()) if dtype == torch.float16 else None,
+        heads=lambda: _mha_head_stats(inputs, a),
     )
     out = output[0] if isinstance(output, tuple) else None
     dropout = m.dropout if m.training else 0.0
@@ -417,6 +418,7 @@ class _MhaInputs:
         self.seq_first = self.batched and not m.batch_first
         self.lq, self.bsz, e = query.shape
         self.nb = min(self.bsz, capture.sample_batch)
+        self.all_query, self.all_key = query, key  # every batch element, for all_rows
         self.query, self.key, self.value = (t[:, : self.nb] for t in (query, key, value))
         self.m, self.e, self.d = m, e, e // m.num_heads
         capture.size_sample((self.bsz, m.num_heads, self.lq, key.shape[0]))
@@ -434,15 +436,16 @@ class _MhaInputs:
 
     def extra_keys(self, k: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
         """The learned bias key (value) and the zero key the module appends."""
+        nb = k.shape[1]
         if bias is not None:
-            k = torch.cat([k, bias.float().expand(1, self.nb, self.e)])
+            k = torch.cat([k, bias.float().expand(1, nb, self.e)])
         if self.m.add_zero_attn:
-            k = torch.cat([k, k.new_zeros(1, self.nb, self.e)])
+            k = torch.cat([k, k.new_zeros(1, nb, self.e)])
         return k
 
     def heads(self, x: torch.Tensor, length: int) -> torch.Tensor:
-        """(length, nb, E) -> (nb, heads, length, d)."""
-        return x.reshape(length, self.nb, self.m.num_heads, self.d).permute(1, 2, 0, 3)
+        """(length, batch, E) -> (batch, heads, length, d)."""
+        return x.reshape(length, x.shape[1], self.m.num_heads, self.d).permute(1, 2, 0, 3)
 
 
 def _mha_masks(
@@ -481,6 +484,41 @@ def _mha_masks(
         q_keep = rows[None, :] < lens  # (nb, rows)
         logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
     return logits, _known(positions, logits)
+
+
+def _mha_head_stats(inputs: _MhaInputs, a: dict[str, Any]) -> HeadStats:
+    """Every row's per-head statistics of an ``nn.MultiheadAttention`` call, from q and k
+    projected for the whole batch, with the module's masks as one additive bias."""
+    m, lq = inputs.m, inputs.lq
+    q = inputs.heads(inputs.project(inputs.all_query, 0), lq)  # (B, heads, L, d)
+    k = inputs.project(inputs.all_key, 1)
+    lk = k.shape[0]  # before the appended keys, which no mask covers
+    k = inputs.heads(inputs.extra_keys(k, m.bias_k), -1)  # (B, heads, S, d)
+    bsz, keys = q.shape[0], k.shape[-2]
+    attn_mask, biases = a.get("attn_mask"), []
+    if attn_mask is not None:  # (L, S), or (B · heads, L, S)
+        per_head = attn_mask.dim() == 3
+        shape = (-1, m.num_heads, lq, lk) if per_head else (1, 1, lq, lk)
+        biases.append(_as_bias(attn_mask.reshape(shape)))
+    if inputs.kpm is not None:
+        biases.append(_as_bias(inputs.kpm.reshape(bsz, 1, 1, lk)))
+    if inputs.lengths is not None:  # a nested batch: the padding keys and rows do not exist
+        lens = torch.tensor(inputs.lengths, device=q.device)[:, None, None, None]
+        pos = torch.arange(lq, device=q.device)
+        pad = (pos[None, None, :, None] >= lens) | (pos[None, None, None, :] >= lens)
+        biases.append(_as_bias(pad))
+    bias = sum(biases[1:], biases[0]) if biases else None
+    if bias is not None and keys > lk:
+        bias = F.pad(bias, (0, keys - lk))
+    causal = attn_mask is None and bool(a.get("is_causal", False))
+    return head_stats(q, k, scale=1 / math.sqrt(inputs.d), attn_mask=bias, is_causal=causal)
+
+
+def _as_bias(mask: torch.Tensor) -> torch.Tensor:
+    """A mask in nn.MultiheadAttention's sense (True: masked; or a float bias) as a bias."""
+    if mask.dtype == torch.bool:
+        return torch.zeros(mask.shape, device=mask.device).masked_fill(mask, -math.inf)
+    return mask.float()
 
 
 def _watch_mha_gradient(

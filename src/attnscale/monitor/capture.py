@@ -487,7 +487,15 @@ class Capture(TorchFunctionMode):
             outputs=outputs,
             rows=self.row_index(shape[-2]) if len(shape) >= 2 else None,
         )
-        record = self._site(*site)
+        # before the factors the code applies to q and k: the spreads that tell a scale
+        # folded into the initialisation from one multiplied at run time
+        spreads = {
+            "q_std": tensor_std(q if q_rows is None else q_rows),
+            "k_std": tensor_std(k if k_rows is None else k_rows),
+            **qk_norms(q_rows, k_rows, scale),
+        }
+        per_head = heads().to_dict() if self.all_rows and heads is not None else None
+        record = self._site(*site)  # once every statistic is in: a failure leaves no empty site
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):
             # the logits before the scale, where the scale is applied after the product
@@ -504,16 +512,12 @@ class Capture(TorchFunctionMode):
             scale_source=source,
             scale_fit_residual=fit_residual,
             softcap=softcap,
-            # before the factors the code applies to q and k: the spreads that tell a scale
-            # folded into the initialisation from one multiplied at run time
-            q_std=tensor_std(q if q_rows is None else q_rows),
-            k_std=tensor_std(k if k_rows is None else k_rows),
             max_abs_qk=max_abs_qk,
             scale_per_head=scale_per_head,
             scale_learned=scale_learned,
-            **qk_norms(q_rows, k_rows, scale),
+            **spreads,
             **stats,
-            heads=heads().to_dict() if self.all_rows and heads is not None else None,
+            heads=per_head,
             run_step=0 if self.run is None else self.run.step,
         )
         if self.run is None or self.run.keep(record, s):
