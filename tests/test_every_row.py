@@ -331,3 +331,29 @@ def test_a_failing_statistic_leaves_no_empty_site(monkeypatch: pytest.MonkeyPatc
     report = mon.report()
     assert report.records == []
     assert "broken on purpose" in str(report)
+
+
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
+def test_all_rows_on_flex_attention_match_brute_force() -> None:
+    """Eager FlexAttention with a soft-cap score_mod and a causal block mask: per-head max logit
+    and entropy over every row, against the logits written out by hand."""
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+    b, h, n, d = 2, 3, 80, 8  # more rows than one block of 64
+    torch.manual_seed(0)
+    q, k, v = (3 * torch.randn(b, h, n, d) for _ in range(3))
+
+    def soft_cap(score: torch.Tensor, b: Any, h: Any, i: Any, j: Any) -> torch.Tensor:
+        return 20 * torch.tanh(score / 20)
+
+    causal = flex.create_block_mask(lambda b, h, i, j: i >= j, None, None, n, n, device="cpu")
+    with AttentionMonitor(all_rows=True) as mon:
+        flex.flex_attention(q, k, v, score_mod=soft_cap, block_mask=causal)
+    heads = mon.report().records[0].last.heads
+    assert heads is not None
+    s = 20 * torch.tanh(q @ k.transpose(-2, -1) / math.sqrt(d) / 20)
+    s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
+    p = torch.softmax(s, -1)
+    keys = torch.arange(1, n + 1).float()  # query i sees i + 1 keys
+    ent = -(p * p.clamp_min(1e-30).log()).sum(-1)[..., 1:] / keys[1:].log()  # rows with >= 2
+    assert heads["max_logit"] == pytest.approx(s.amax((0, 2, 3)).tolist(), rel=1e-5)
+    assert heads["entropy"] == pytest.approx(ent.mean((0, 2)).tolist(), rel=1e-4)

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .every_row import HeadStats, head_stats
+from .every_row import HeadStats, head_stats, head_stats_of_logits
 from .lineage import head_scales, value
 
 if TYPE_CHECKING:
@@ -237,9 +237,38 @@ def on_flex(
         max_abs_qk=float((scores / c).abs().max()) if q.dtype == torch.float16 and c else None,
         q_rows=qs / capture.lineages.prescale(q),
         k_rows=ks / capture.lineages.prescale(k),
+        heads=lambda: _flex_head_stats(q, k, c, mods, _flex_grid(block_mask[-1], 0, mask_buffers)),
         **read,
     )
     # No gradient is watched: FlexAttention has no backward on CPU, where this could be tested.
+
+
+def _flex_head_stats(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    c: float,
+    mods: Callable[..., Any],
+    keeps: Callable[..., Any],
+    block: int = 64,
+) -> HeadStats:
+    """Every row's per-head statistics of a FlexAttention call: its logits (``score_mod`` on
+    the scaled scores, ``mask_mod`` applied) for one block of query rows at a time, merged,
+    so memory stays O(batch · heads · block · keys)."""
+    kf = _repeat_heads(k, q).float()
+    b, heads, lq, lk = q.shape[0], q.shape[1], q.shape[2], k.shape[2]
+    axes = (torch.arange(b, device=q.device), torch.arange(heads, device=q.device))
+    keys = torch.arange(lk, device=q.device)
+    out: HeadStats | None = None
+    for start in range(0, lq, block):
+        rows = torch.arange(start, min(start + block, lq), device=q.device)
+        raw = q[:, :, rows].float() @ kf.transpose(-2, -1)  # (b, heads, block, keys)
+        grid = (*axes, rows, keys)
+        logits = mods(raw * c, *grid).float()
+        keep = keeps(*grid).broadcast_to(logits.shape)
+        part = head_stats_of_logits(logits, masked=~keep, raw=raw)
+        out = part if out is None else out.merge(part)
+    assert out is not None
+    return out
 
 
 def _flex_grid(fn: Callable[..., Any], scores: int, buffers: tuple[Any, ...]) -> Callable[..., Any]:
