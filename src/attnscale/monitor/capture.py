@@ -431,9 +431,9 @@ class Capture(TorchFunctionMode):
         more than ``max_sampled_logits`` logits (many heads, long keys), but at least
         ``MIN_ROWS``: the statistics' cost per call stays bounded whatever the shape.
         ``shape`` is the logits' full shape, (..., query rows, keys)."""
-        per_row = shape[-1] * math.prod(shape[1:-2]) * min(shape[0], self.sample_batch)
-        if len(shape) < 3:
-            per_row = shape[-1]
+        per_row = shape[-1]  # keys, times the sampled batch and the heads where there are some
+        if len(shape) >= 3:
+            per_row *= min(shape[0], self.sample_batch) * math.prod(shape[1:-2])
         fit = self.max_sampled_logits // max(per_row, 1)
         self.rows = max(MIN_ROWS, min(self.max_query_rows, fit))
 
