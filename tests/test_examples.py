@@ -47,3 +47,23 @@ def test_tables_end_their_cell(script: Path) -> None:
             assert not is_table or node is last, (
                 f"cell {n}: Table(...) at line {node.lineno} is not the cell's last statement"
             )
+
+
+def test_running_box_names_what_each_script_needs() -> None:
+    """The "Running this example" box lists the packages a script imports, directly or through
+    the attnscale modules it uses, leaving out optional imports guarded by ImportError."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import mkdocs_hooks
+
+    needs = mkdocs_hooks.imported_packages
+    assert needs(ROOT / "examples/01_variance/plot_01_variance_growth.py") == [
+        "matplotlib",
+        "numpy",
+        "torch",
+    ]
+    assert "transformers" in needs(ROOT / "examples/05_debugging/plot_06_real_architectures.py")
+    # through attnscale._docs.calibration, which trains transformers' GPT-2
+    assert "transformers" in needs(ROOT / "examples/05_debugging/plot_09_real_bugs.py")
+    assert all("pandas" not in needs(s) for s in EXAMPLES)  # to_dataframe's optional import

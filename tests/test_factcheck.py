@@ -56,6 +56,7 @@ def test_links_name_the_page_they_link(checks):
         parts = path.strip("/").split("/")  # generated, gallery, section[, script]
         source = ROOT / "examples" / Path(*parts[2:])
         text = (source.with_suffix(".py") if len(parts) == 4 else source / "README.md").read_text()
-        heading = next(line for line in text.splitlines() if line.startswith("# "))
+        lines = (line.removeprefix('r"""') for line in text.splitlines())
+        heading = next(line for line in lines if line.startswith("# "))
         assert heading[2:] == title, path
     assert {c.page for c in checks.values()} <= set(PAGE_TITLES)

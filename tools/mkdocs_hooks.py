@@ -3,7 +3,10 @@ pages, and the language switcher's link to the same page in the other edition.""
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,14 +18,14 @@ _TITLE = re.compile(r"^# .*$", re.M)
 _BOX = {
     "en": (
         '\n\n!!! info "Running this example"\n\n'
-        "    It ran in {seconds:.1f} s on the 2-core CPU that built this page. It needs only the\n"
-        "    `attnscale` package and its dependencies (torch, numpy, matplotlib): download it as\n"
+        "    It ran in {seconds:.1f} s on the 2-core CPU that built this page. It needs the\n"
+        "    `attnscale` package and {packages}: download it as\n"
         "    [`{stem}.py`](./{stem}.py) or [`{stem}.ipynb`](./{stem}.ipynb) and run it as is.\n"
     ),
     "zh": (
         '\n\n!!! info "运行这个示例"\n\n'
-        "    构建本页的双核 CPU 运行它用了 {seconds:.1f} 秒。它只需要 `attnscale` 包及其依赖"
-        "（torch、numpy、matplotlib）：\n"
+        "    构建本页的双核 CPU 运行它用了 {seconds:.1f} 秒。它需要 `attnscale` 包以及"
+        "{packages}：\n"
         "    下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
     ),
 }
@@ -60,8 +63,69 @@ def _running_box(markdown: str, page: Any, lang: str) -> str:
         raise ValueError(f"{src}: gallery page without a title or a running time")
     seconds = int(found.group(1)) * 60 + float(found.group(2))
     stem = src.rsplit("/", 1)[-1].removesuffix(".md")
-    box = _BOX[lang].format(seconds=seconds, stem=stem)
+    packages = imported_packages(Path(page.file.abs_src_path).with_suffix(".py"))
+    joined = ("、" if lang == "zh" else ", ").join(packages) or (
+        "无其他包" if lang == "zh" else "nothing else"
+    )
+    box = _BOX[lang].format(seconds=seconds, stem=stem, packages=joined)
     return markdown[: title.end()] + box + markdown[title.end() :]
+
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+
+def imported_packages(script: Path) -> list[str]:
+    """The third-party packages a script needs: those it imports, and those the attnscale
+    modules it imports import in turn (transformers, behind a guide helper), sorted."""
+    found: set[str] = set()
+    seen: set[Path] = set()
+    todo = [script]
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for name in _imports(path):
+            if name.split(".")[0] == "attnscale":
+                todo += _module_files(name)
+            else:
+                found.add(name.split(".")[0])
+    return sorted(found - set(sys.stdlib_module_names) - {"__future__"})
+
+
+def _imports(path: Path) -> list[str]:
+    """Dotted names of what a file imports (relative imports resolved, and ``from m import
+    x`` as both ``m`` and ``m.x``, which may be a module)."""
+    package = []
+    if SRC in path.parents:
+        package = list(path.relative_to(SRC).with_suffix("").parts)
+        package = package[:-1]  # a module's package; __init__'s is itself, minus "__init__"
+    tree = ast.parse(path.read_text())
+    optional = {  # imports guarded by `except ImportError`: the code runs without them
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Try)
+        and any("ImportError" in ast.unparse(h.type or ast.Name("")) for h in node.handlers)
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
+    names = []
+    for node in ast.walk(tree):
+        if id(node) in optional:
+            continue
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            names += [module, *(f"{module}.{alias.name}" for alias in node.names)]
+    return names
+
+
+def _module_files(name: str) -> list[Path]:
+    """The source file of an attnscale module or package, if there is one."""
+    base = SRC.joinpath(*name.split("."))
+    return [f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()]
 
 
 def on_page_context(context: dict[str, Any], page: Any, config: Any, **_: Any) -> dict[str, Any]:

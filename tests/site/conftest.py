@@ -49,6 +49,9 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                 super().do_GET()  # the redirect to the URL with a slash
                 return
             file = file / "index.html"
+            if not file.is_file():  # GitHub Pages answers 404, not a listing of the folder
+                self.send_error(404, "a folder without index.html")
+                return
         accepts_gzip = "gzip" in self.headers.get("Accept-Encoding", "")
         if not (accepts_gzip and file.suffix in COMPRESSED and file.is_file()):
             super().do_GET()

@@ -86,7 +86,7 @@ PAGE_TITLES: dict[str, str] = {
     _GALLERY + "04_training/plot_01_article_experiment/": (
         "The article's experiment, reproduced over seeds"
     ),
-    _GALLERY + "05_debugging/": "Debugging checklist",
+    _GALLERY + "05_debugging/plot_05_checklist/": "The checklist",
 }
 
 
@@ -393,7 +393,7 @@ def _check_5_3(gen: torch.Generator) -> ClaimCheck:
         f"Its constructor takes {len(params)} arguments, none of them a scale; it divides by "
         f"\\(\\sqrt{{\\text{{head dim}}}}\\) internally: its output {same}.",
         "false if no constructor argument names a scale; holds otherwise",
-        _GALLERY + "05_debugging/",
+        _GALLERY + "05_debugging/plot_05_checklist/",
         {"max_difference": err, "n_params": float(len(params))},
     )
 
