@@ -90,6 +90,8 @@ class AdditiveAttention(nn.Module):
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import AdditiveAttention
     >>> attn = AdditiveAttention(query_dim=20, key_dim=2, hidden=8)
     >>> q, k, v = torch.randn(2, 1, 20), torch.randn(2, 10, 2), torch.randn(2, 10, 4)
     >>> res = attn(q, k, v, need_weights=True, need_logits=True)

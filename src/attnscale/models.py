@@ -72,6 +72,8 @@ class SimpleAttentionModel(nn.Module):
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import SimpleAttentionModel
     >>> model = SimpleAttentionModel(32, 16, strategy="none")
     >>> res = model(torch.randn(4, 8, 32), need_weights=True)
     >>> res.output.shape, res.weights.shape
@@ -183,6 +185,8 @@ class AttentionBlock(nn.Module):
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import AttentionBlock
     >>> block = AttentionBlock(32, 4, strategy="qk_layernorm")
     >>> res = block(torch.randn(2, 8, 32), need_logits=True)
     >>> res.output.shape, res.logits.shape
@@ -325,6 +329,8 @@ def make_model(
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import make_model
     >>> a = make_model("simple", d_model=16, d_k=8, seed=3)
     >>> b = make_model("simple", d_model=16, d_k=8, seed=3, strategy="none")
     >>> bool(torch.equal(a.q_proj.weight, b.q_proj.weight))

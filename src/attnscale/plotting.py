@@ -421,6 +421,8 @@ def plot_seed_bands(
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import plot_seed_bands
     >>> ax = plot_seed_bands({"scaled": torch.rand(5, 20), "unscaled": torch.rand(5, 20)})
     >>> len(ax.get_lines()), ax.get_xlabel()
     (2, 'epoch')
@@ -529,6 +531,7 @@ def plot_training_metric(
 
     Examples
     --------
+    >>> from attnscale import plot_training_metric
     >>> from attnscale import train
     >>> res = train("mean", strategies=["none", "inverse_sqrt"], seeds=[0, 1], epochs=2,
     ...             num_samples=8, d_model=8, d_k=4)

@@ -140,6 +140,7 @@ def sample_scores(
 
     Examples
     --------
+    >>> from attnscale import sample_scores
     >>> s = sample_scores(256, 10_000, seed=0)
     >>> s.shape
     torch.Size([10000])
@@ -246,6 +247,8 @@ def variance_estimate(samples: torch.Tensor, *, z: float = 1.96) -> VarianceEsti
 
     Examples
     --------
+    >>> from attnscale import sample_scores
+    >>> from attnscale import variance_estimate
     >>> est = variance_estimate(sample_scores(64, 100_000, seed=1))
     >>> bool(est.low < 64 < est.high)
     True

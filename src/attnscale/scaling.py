@@ -115,6 +115,8 @@ def soft_cap(logits: torch.Tensor, cap: float) -> torch.Tensor:
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import soft_cap
     >>> float(soft_cap(torch.tensor(1000.0), 50.0))
     50.0
     """
@@ -610,6 +612,8 @@ def make_strategy(strategy: str | ScoreScaling, d_k: int, num_heads: int = 1) ->
 
     Examples
     --------
+    >>> from attnscale import InverseD
+    >>> from attnscale import make_strategy
     >>> make_strategy("cosine", d_k=64, num_heads=4).effective_scale().shape
     torch.Size([4])
     >>> make_strategy(InverseD(16), d_k=32)
@@ -762,6 +766,8 @@ def scaled_dot_product_attention(
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import scaled_dot_product_attention
     >>> q = k = v = torch.randn(2, 4, 5, 16)
     >>> out = scaled_dot_product_attention(q, k, v, strategy="cosine", need_weights=True)
     >>> out.output.shape, out.weights.shape
@@ -886,6 +892,8 @@ class MultiHeadAttention(nn.Module):
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import MultiHeadAttention
     >>> mha = MultiHeadAttention(32, 4, strategy="qk_layernorm", softcap=50.0)
     >>> x = torch.randn(2, 7, 32)
     >>> out = mha(x, need_weights=True)

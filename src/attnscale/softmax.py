@@ -159,6 +159,8 @@ def tempered_softmax(logits: torch.Tensor, temperature: float = 1.0) -> torch.Te
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import tempered_softmax
     >>> z = torch.tensor([1.0, 0.5, -0.5])
     >>> tempered_softmax(z, 1e-6).tolist()
     [1.0, 0.0, 0.0]
@@ -209,6 +211,8 @@ def softmax_entropy(
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import softmax_entropy
     >>> z = torch.zeros(2, 8)
     >>> softmax_entropy(z).shape
     torch.Size([2])
@@ -256,6 +260,8 @@ def max_probability(logits: torch.Tensor, *, temperature: float = 1.0) -> torch.
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import max_probability
     >>> max_probability(torch.tensor([[0.0, 0.0], [100.0, 0.0]])).tolist()
     [0.5, 1.0]
     """
@@ -297,6 +303,8 @@ def saturated_fraction(
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import saturated_fraction
     >>> saturated_fraction(torch.tensor([[0.0, 0.0], [100.0, 0.0]]))
     0.5
     """
@@ -339,6 +347,8 @@ def softmax_jacobian(logits: torch.Tensor) -> torch.Tensor:
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import softmax_jacobian
     >>> softmax_jacobian(torch.zeros(4, 3)).shape
     torch.Size([4, 3, 3])
     >>> round(softmax_jacobian(torch.zeros(2))[0, 0].item(), 4)  # 1/2 - 1/4
@@ -389,6 +399,8 @@ def softmax_jacobian_norm(logits: torch.Tensor, *, norm: str = "frobenius") -> t
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import softmax_jacobian_norm
     >>> softmax_jacobian_norm(torch.zeros(5, 4)).shape
     torch.Size([5])
     >>> round(softmax_jacobian_norm(torch.zeros(4)).item(), 4)  # sqrt(3) / 4
@@ -443,6 +455,8 @@ def logit_gradient(logits: torch.Tensor, grad_probs: torch.Tensor) -> torch.Tens
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import logit_gradient
     >>> z = torch.zeros(3, 4)
     >>> g = torch.ones(3, 4)
     >>> logit_gradient(z, g).abs().max().item()  # a constant g changes nothing
@@ -504,6 +518,8 @@ def softmax_stats(logits: torch.Tensor, *, temperature: float = 1.0) -> SoftmaxS
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import softmax_stats
     >>> stats = softmax_stats(torch.zeros(3, 16))
     >>> stats.normalized_entropy.shape
     torch.Size([3])
@@ -575,6 +591,7 @@ def gaussian_logit_entropy(n: int, sigma: float) -> float:
 
     Examples
     --------
+    >>> from attnscale import gaussian_logit_entropy
     >>> round(gaussian_logit_entropy(1024, 1.0), 4)  # log 1024 - 1/2
     6.4315
     >>> gaussian_logit_entropy(16, 1e9) < 1e-6

@@ -150,6 +150,7 @@ def dot_product_moments(
 
     Examples
     --------
+    >>> from attnscale import dot_product_moments
     >>> dot_product_moments(64)
     Moments(mean=0.0, variance=64.0)
     >>> dot_product_moments(64, var_q=2.0).variance
@@ -203,6 +204,7 @@ def scaled_dot_product_moments(
 
     Examples
     --------
+    >>> from attnscale import scaled_dot_product_moments
     >>> scaled_dot_product_moments(1024)
     Moments(mean=0.0, variance=1.0)
     """
@@ -253,6 +255,7 @@ def unit_variance_scale(
 
     Examples
     --------
+    >>> from attnscale import unit_variance_scale
     >>> unit_variance_scale(64)
     0.125
     """
@@ -315,6 +318,7 @@ def init_projection_variance(init: str, d_in: int, d_out: int) -> float:
 
     Examples
     --------
+    >>> from attnscale import init_projection_variance
     >>> round(init_projection_variance("xavier_uniform", 128, 64), 4)
     1.3333
     """
@@ -362,6 +366,8 @@ def logit_resolution(logit: float, dtype: torch.dtype) -> float:
 
     Examples
     --------
+    >>> import torch
+    >>> from attnscale import logit_resolution
     >>> logit_resolution(100.0, torch.float16), logit_resolution(100.0, torch.bfloat16)
     (0.0625, 0.5)
     """

@@ -132,6 +132,7 @@ def make_task(
 
     Examples
     --------
+    >>> from attnscale import make_task
     >>> x, y = make_task("retrieval", 10, 8, 32, seed=0)
     >>> x.shape, y.shape
     (torch.Size([10, 8, 32]), torch.Size([10, 8, 32]))
@@ -187,6 +188,7 @@ class TrainingConfig:
 
     Examples
     --------
+    >>> from attnscale import TrainingConfig
     >>> cfg = TrainingConfig("mean", strategies="none", seeds=[0, 1], epochs=2)
     >>> cfg.strategies, cfg.seeds, cfg.device
     (('none',), (0, 1), device(type='cpu'))
@@ -325,6 +327,7 @@ class TrainingResult:
 
     Examples
     --------
+    >>> from attnscale import train
     >>> res = train("reconstruction", strategies=["none", "inverse_sqrt"], seeds=[0, 1, 2],
     ...             epochs=1, num_samples=16, d_model=8, d_k=4)
     >>> res.num_models, res.loss.shape, res.test_loss.shape
@@ -382,6 +385,7 @@ class TrainingResult:
 
         Examples
         --------
+        >>> from attnscale import train
         >>> res = train("mean", epochs=3, num_samples=8, d_model=8, d_k=4, batch_size=4)
         >>> res.metric("loss").shape, res.metric("loss", per_epoch=True).shape
         (torch.Size([1, 6]), torch.Size([1, 3]))
@@ -413,6 +417,7 @@ class TrainingResult:
 
         Examples
         --------
+        >>> from attnscale import train
         >>> res = train("mean", strategies=["none", "cosine"], seeds=[0, 1], epochs=1,
         ...             num_samples=8, d_model=8, d_k=4)
         >>> res.select(strategy="cosine"), res.select(seed=1)
@@ -452,6 +457,7 @@ class TrainingResult:
 
         Examples
         --------
+        >>> from attnscale import train
         >>> res = train("mean", strategies=["none", "cosine"], seeds=[0, 1], epochs=2,
         ...             num_samples=8, d_model=8, d_k=4, batch_size=4)
         >>> {k: tuple(v.shape) for k, v in res.by_variant("entropy", per_epoch=True).items()}
@@ -905,6 +911,7 @@ def train(
 
     Examples
     --------
+    >>> from attnscale import train
     >>> res = train("mean", strategies=["none", "inverse_sqrt"], seeds=[0, 1], d_model=16,
     ...             d_k=8, num_samples=64, test_samples=32, epochs=2)
     >>> res.loss.shape, res.steps_per_epoch

@@ -1,0 +1,65 @@
+"""Every snippet a reader sees runs as written: the examples in the API reference (the
+library's docstrings) and the code blocks of the README and the hand-written pages, each in a
+fresh namespace, as when pasted into a new interpreter. (pytest's doctest run shares each
+module's globals, so an example without its imports passes there.)"""
+
+from __future__ import annotations
+
+import doctest
+import importlib
+import pkgutil
+import re
+from pathlib import Path
+
+import pytest
+
+import attnscale
+
+ROOT = Path(__file__).parents[1]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    *sorted((ROOT / "docs" / "reference").glob("*.md")),
+    *sorted((ROOT / "i18n" / "zh" / "docs").glob("*.md")),
+]
+BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
+MODULES = ["attnscale"] + [
+    m.name
+    for m in pkgutil.walk_packages(attnscale.__path__, "attnscale.")
+    if "._docs" not in m.name and not m.name.endswith("__main__")
+]
+
+
+def _docstring_examples() -> list[doctest.DocTest]:
+    finder = doctest.DocTestFinder()
+    tests = []
+    for name in MODULES:
+        module = importlib.import_module(name)
+        tests += [t for t in finder.find(module, name, globs={}) if t.examples]
+    return tests
+
+
+def _page_blocks() -> list[tuple[str, str]]:
+    return [
+        (f"{page.relative_to(ROOT)}#{n}", code)
+        for page in PAGES
+        for n, code in enumerate(BLOCK.findall(page.read_text()))
+    ]
+
+
+def test_there_are_snippets() -> None:
+    assert len(_docstring_examples()) >= 30
+    assert len(_page_blocks()) >= 4
+
+
+@pytest.mark.parametrize("test", _docstring_examples(), ids=lambda t: t.name)
+def test_api_example_runs_in_a_fresh_interpreter(test: doctest.DocTest) -> None:
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    report: list[str] = []
+    result = runner.run(test, out=report.append)
+    assert not result.failed, "".join(report)
+
+
+@pytest.mark.parametrize(("where", "code"), _page_blocks(), ids=lambda v: v if "#" in v else "")
+def test_page_snippet_runs_as_written(where: str, code: str) -> None:
+    exec(compile(code, where, "exec"), {"__name__": "__main__"})
