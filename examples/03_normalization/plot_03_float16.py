@@ -154,6 +154,11 @@ print(
 #   close to the cap they get (see its printed row).
 # - Which $g$ a real model reaches depends on training; the point is the order of events:
 #   accuracy is lost at the printed logits, far below the float16 maximum that overflow needs.
+# - **All of this is about code that stores the logits in float16**: eager attention written as
+#   `softmax(q @ k.T * scale)` in half precision, as measured here. Fused attention kernels
+#   (FlashAttention, the flash and memory-efficient backends of PyTorch's SDPA) accumulate
+#   $QK^\top$ in float32 and round only the probabilities to half precision before multiplying by
+#   $V$, so inside them neither the logits' resolution nor their overflow is limited by float16.
 #
 # ## The math
 #
