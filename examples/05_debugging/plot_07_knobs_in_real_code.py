@@ -293,8 +293,11 @@ print(
 )
 
 # %%
-# The tiny Gemma 2 below has a `head_dim` that differs from `hidden_size / num_attention_heads`. Built right,
-# its scalar equals `head_dim`; the port's mistake sets it to `hidden_size / num_attention_heads`.
+# The right scalar is the one the model was trained with, not a formula: it is `head_dim` (256)
+# for Gemma-2-9B, but Gemma-2-27B's official config sets 144, which is
+# `hidden_size / num_attention_heads` (4608 / 32), with a `head_dim` of 128. The tiny Gemma 2
+# below is built as the 9B is: its scalar equals `head_dim`, and the port's mistake sets it to
+# `hidden_size / num_attention_heads`.
 
 model, inputs = zoo.build("gemma2", seed=SEED)
 config, attn = model.config, model.model.layers[0].self_attn
@@ -323,8 +326,14 @@ print(finding(gemma_port, "scale-mismatch"))
 
 # %%
 # The monitor measures $d_\text{head}$ from the tensors (the size $q\cdot k$ sums over), not
-# from a config, so a wrong config value cannot fool it; the soft-cap of Gemma 2's eager path
-# is read too (`softcap` above).
+# from a config, and compares the scale with $1/\sqrt{d_\text{head}}$; the soft-cap of Gemma 2's
+# eager path is read too (`softcap` above). That catches a config value that disagrees with the
+# head size, as in the 9B port, but it cannot tell a deliberate scalar (the 27B's 144 with a
+# head size of 128) from a wrong one, and where $q\cdot k$ sums over more dimensions than the
+# scale should count, the measured size is the wrong reference: DeepSeek's MLA, run with its
+# projections absorbed, sums over 576 dimensions while its scale is $1/\sqrt{192}$ times YaRN's
+# mscale correction (a public port that used $1/\sqrt{576}$ had a real bug). For such models,
+# declare the reference scale with `AttentionMonitor(expected_scale=...)`.
 #
 # ## Where the article's assumptions stand today
 #
