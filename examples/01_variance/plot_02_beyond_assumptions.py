@@ -76,10 +76,13 @@ for label, theory, mean, est in rows:
 # %%
 # Three lessons from the table:
 #
-# - **Means matter twice.** With $\mu_q \mu_k \neq 0$, the scaled score's mean is
-#   $\sqrt{d_k}\,\mu_q\mu_k$ and keeps growing with $d_k$. A shift common to a whole row does
-#   not change the softmax, but the variance picks up $\mu_q^2\sigma_k^2 + \mu_k^2\sigma_q^2$
-#   as well, so $1/\sqrt{d_k}$ no longer gives unit variance.
+# - **Means: the total variance is not what the softmax sees.** With $\mu_q \mu_k \neq 0$ the
+#   scaled score's mean is $\sqrt{d_k}\,\mu_q\mu_k$ and keeps growing with $d_k$, and the
+#   variance over all pairs picks up $\mu_q^2\sigma_k^2 + \mu_k^2\sigma_q^2$. But one query's
+#   row of scores, $q\cdot\mu_k + q\cdot(k - \mu_k)$, shares the first term, a shift the
+#   softmax ignores; that row varies only through the keys' spread, with variance
+#   $\lVert q\rVert^2\sigma_k^2/d_k$, or $\sigma_k^2(\sigma_q^2 + \mu_q^2)$ on average over queries
+#   (measured below). So key means are harmless, while query means do widen the rows.
 # - **Variances multiply.** The scaled variance is $\sigma_q^2\sigma_k^2$: queries and keys
 #   with twice the variance give four times the variance after scaling.
 # - **Correlation adds.** With correlation $\rho$ between $q_i$ and $k_i$, each term has mean
@@ -90,6 +93,39 @@ for label, theory, mean, est in rows:
 # The distribution of the components does not enter the variance: with independent $q_i$ and
 # $k_i$ only their first two moments do.
 #
+# ## Within a row: what the softmax sees
+#
+# For each case with independent components, 256 queries each scored against 4,096 keys: the
+# variance of one query's scaled scores across the keys, averaged over the queries, against
+# $\sigma_k^2(\sigma_q^2 + \mu_q^2)$.
+
+
+def components(
+    n: int, mean: float = 0.0, var: float = 1.0, distribution: str = "normal"
+) -> torch.Tensor:
+    """``n`` vectors of ``D_K`` i.i.d. components with the given mean, variance and shape."""
+    if distribution == "uniform":
+        z = (torch.rand(n, D_K, generator=gen) * 2 - 1) * math.sqrt(3)
+    elif distribution == "rademacher":
+        z = torch.randint(0, 2, (n, D_K), generator=gen) * 2.0 - 1
+    else:
+        z = torch.randn(n, D_K, generator=gen)
+    return mean + math.sqrt(var) * z
+
+
+print(f"{'case':<22} {'over all pairs':>15} {'within a row: theory':>21} {'measured':>9}")
+for label, params in CASES.items():
+    if "rho" in params:
+        continue  # a query's correlation with one key says nothing about a row of keys
+    dist = params.get("distribution", "normal")
+    mq, mk = params.get("mean_q", 0.0), params.get("mean_k", 0.0)
+    vq, vk = params.get("var_q", 1.0), params.get("var_k", 1.0)
+    q, k = components(256, mq, vq, dist), components(4096, mk, vk, dist)
+    rows_var = ((q @ k.T) / math.sqrt(D_K)).var(dim=1).mean().item()
+    total = asc.scaled_dot_product_moments(D_K, mean_q=mq, mean_k=mk, var_q=vq, var_k=vk).variance
+    print(f"{label:<22} {total:15.3f} {vk * (vq + mq**2):21.3f} {rows_var:9.3f}")
+
+# %%
 # ## Queries and keys from real projections
 #
 # In a model, $q = W_q x$ and $k = W_k x'$. For unit-variance inputs the variance of one
