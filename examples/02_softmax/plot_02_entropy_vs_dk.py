@@ -101,7 +101,7 @@ for n in N_VALUES:
     theory[n, "unscaled"] = [usable_theory(n, math.sqrt(d_k)) for d_k in fine_d_ks]
     theory[n, "scaled"] = [attnscale.gaussian_logit_entropy(n, 1.0) / math.log(n)] * len(fine_d_ks)
 
-fig, (ax_h, ax_p) = plt.subplots(1, 2, figsize=(7, 3.6), layout="constrained")
+fig, (ax_h, ax_p) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 for k, n in enumerate(N_VALUES):
     colour = f"C{k}"
     unscaled = [results[n, d, "unscaled"] for d in D_KS]
@@ -129,11 +129,13 @@ for k, n in enumerate(N_VALUES):
     )
 ax_h.set_title("Normalised entropy")
 ax_p.set_title("Largest attention weight")
-ax_h.get_legend().remove()
-# one legend entry for the theory curves, drawn dashed in each n's colour
+# one legend for both panels (colour: n; filled and solid: unscaled; open and dotted: scaled),
+# with one entry for the theory curves, drawn dashed in each n's colour
+handles, _ = ax_p.get_legend_handles_labels()
 (theory_key,) = ax_h.plot([], [], "--", color="0.4", linewidth=0.9, label="theory (dashed)")
-ax_h.legend(handles=[theory_key], loc="center right", fontsize="x-small", frameon=False)
-ax_p.legend(loc="center right", fontsize="x-small", frameon=False)
+for ax in (ax_h, ax_p):
+    ax.get_legend().remove()
+fig.legend(handles=[*handles, theory_key], loc="outside lower center", ncols=4, fontsize="small")
 fig.suptitle("Attention entropy and peakedness against $d_k$, unscaled vs scaled scores")
 
 # %%
