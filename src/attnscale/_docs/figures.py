@@ -58,13 +58,14 @@ def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
     """Grey vertical lines at the given x positions, named in the legend.
 
     Grey, so they never share a colour with a curve or a band, and labelled in the legend rather
-    than by rotated text, which would sit on the curves and bands.
+    than by rotated text, which would sit on the curves and bands. Never dotted: dotted grey is
+    the horizontal reference line (log n, a threshold) of the same figures.
     """
     for k, (label, value) in enumerate((marks or {}).items()):
         ax.axvline(
             value,
             color=("0.2", "0.45", "0.6", "0.35")[k % 4],
-            linestyle=("--", ":", "-.", (0, (5, 1, 1, 1, 1, 1)))[k % 4],
+            linestyle=("--", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 3)))[k % 4],
             linewidth=1.2,
             label=label,
         )
