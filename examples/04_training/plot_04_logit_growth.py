@@ -25,6 +25,16 @@ style.use_style()
 
 VARIANTS = ["inverse_sqrt", "qk_layernorm"]  # the baseline first
 NAMES = style.text_labels(VARIANTS)
+
+
+def dash_qk_layernorm(axes: np.ndarray) -> None:
+    """QK-LayerNorm's lines dashed, so the baseline shows where the two coincide."""
+    for ax in axes:
+        for line in ax.get_lines():
+            if line.get_label() == NAMES["qk_layernorm"]:
+                line.set_linestyle("--")
+
+
 SMOOTH = events.SMOOTH  # steps per moving mean of the per-step records
 COLLAPSE = 0.05  # normalised attention entropy below this: one key per query
 LARGE_LOGIT = 100.0  # an attention logit this far above the rest leaves e^-100 to the others
@@ -72,7 +82,7 @@ print(
 # %%
 held_out = {v: np.stack([r["held_out"] for r in runs[v]], axis=1) for v in VARIANTS}
 peak = {v: np.stack([np.nanmax(r["max_logit"], axis=(1, 2)) for r in runs[v]], 1) for v in VARIANTS}
-fig, axes = plt.subplots(1, 2, figsize=(7, 3.0), layout="constrained")
+fig, axes = plt.subplots(1, 2, figsize=(7.6, 3.0), layout="constrained")
 plot_seed_bands(
     held_out,
     x=lrs,
@@ -96,6 +106,7 @@ plot_seed_bands(
     **style.strategy_kwargs(),
 )
 fig.suptitle(f"Byte-level LM, 2 layers, width 128, {len(full.budget['seeds'])} seeds")
+dash_qk_layernorm(axes)
 one_legend(fig)
 plt.show()
 
@@ -266,7 +277,7 @@ for v in VARIANTS:
 j = next(
     j for j in range(len(lrs)) if not np.isnan(run_events(runs["inverse_sqrt"][j])[:, 2]).any()
 )
-fig, axes = plt.subplots(1, 3, figsize=(8, 3.0), layout="constrained")
+fig, axes = plt.subplots(1, 3, figsize=(8.6, 3.0), layout="constrained")
 series = {
     "training loss (nats/byte)": lambda r: r["loss"],
     "largest attention logit": lambda r: r["max_logit"].max(-1),
@@ -285,6 +296,7 @@ for ax, (label, get) in zip(axes, series.items(), strict=True):
         **style.strategy_kwargs(),
     )
 fig.suptitle(f"η = {lrs[j]:.2g}: the baseline and QK-LayerNorm, {seeds} seeds")
+dash_qk_layernorm(axes)
 one_legend(fig)
 plt.show()
 
