@@ -78,8 +78,10 @@ for rep in range(REPEATS + 2):  # the first two rounds are warm-up
         if rep >= 2:
             times[label].append(time.perf_counter() - start)
 median = {label: sorted(t)[len(t) // 2] for label, t in times.items()}
-for label in VARIANTS:
-    measured[label]["cost"] = median[label] / median["inverse_sqrt"]
+for label in VARIANTS:  # per round, against 1/sqrt(d_k) in the same round: one load for both
+    ratios = torch.tensor(times[label]) / torch.tensor(times["inverse_sqrt"])
+    q1, q2, q3 = torch.quantile(ratios, torch.tensor([0.25, 0.5, 0.75])).tolist()
+    measured[label] |= {"cost": q2, "cost_q1": q1, "cost_q3": q3}
 print(
     f"timing shape: batch {TIME_BATCH}, length {TIME_LEN}, d_model {D_MODEL}, "
     f"{NUM_HEADS} heads; inverse_sqrt takes {1e3 * median['inverse_sqrt']:.2f} ms "
@@ -89,13 +91,16 @@ print(
 # %%
 # ## Relative cost and entropy under growth
 #
-# Left: forward+backward time relative to $1/\sqrt{d_k}$ (1 = same cost). Right: attention
-# entropy over $\ln n$ after multiplying $W_q$ and $W_k$ by $g$ (printed above the table).
+# Left: forward+backward time relative to $1/\sqrt{d_k}$ (1 = same cost): per round, the
+# ratio to $1/\sqrt{d_k}$'s time in the same round; the bar is the median over the rounds and
+# the whisker their interquartile range, the noise of this machine. Right: attention entropy
+# over $\ln n$ after multiplying $W_q$ and $W_k$ by $g$ (printed above the table).
 
 # %%
 labels = list(VARIANTS)
 display = style.labels(labels)  # display labels, from the site's one table
 shown = [display[v] for v in labels]
+colours = list(style.colours(labels).values())  # each strategy's colour, as on every page
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.6), layout="constrained")
 plot_strategy_bars(
     shown,
@@ -103,12 +108,15 @@ plot_strategy_bars(
     ax=ax1,
     xlabel="time / time of $1/\\sqrt{d_k}$",
     reference=1.0,
+    colors=colours,
+    spread=([measured[v]["cost_q1"] for v in labels], [measured[v]["cost_q3"] for v in labels]),
 )
 plot_strategy_bars(
     shown,
     [measured[v]["h_grown"] for v in labels],
     ax=ax2,
     xlabel=f"entropy / ln n at g = {GAIN:g}",
+    colors=colours,
 )
 ax2.set_yticks([])
 fig.suptitle("Cost and robustness to weight growth, per strategy")

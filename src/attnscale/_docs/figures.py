@@ -490,6 +490,8 @@ def plot_strategy_bars(
     ax: Axes | None = None,
     xlabel: str = "value",
     reference: float | None = None,
+    colors: Sequence[str] | None = None,
+    spread: tuple[Sequence[float], Sequence[float]] | None = None,
 ) -> Axes:
     """Horizontal bars, one per strategy, with the value printed at the end of each bar.
 
@@ -505,6 +507,10 @@ def plot_strategy_bars(
         Label of the x axis (include units).
     reference : float, optional
         Draw a thin vertical reference line here (e.g. 1 for ratios).
+    colors : sequence of str, optional
+        One colour per bar (the strategy's colour site-wide); one colour for all without.
+    spread : (low, high), optional
+        A whisker per bar from ``low`` to ``high`` (e.g. an interquartile range).
 
     Returns
     -------
@@ -520,11 +526,16 @@ def plot_strategy_bars(
         raise ValueError("labels and values must have the same length")
     ax = new_axes(ax, (6.4, 0.35 * len(labels) + 1.2))
     y = np.arange(len(labels))[::-1]
-    ax.barh(y, v, color="C0", height=0.6)
-    for yi, vi in zip(y, v, strict=True):
+    ax.barh(y, v, color=list(colors) if colors is not None else "C0", height=0.6)
+    ends = v
+    if spread is not None:
+        low, high = to_numpy(spread[0]), to_numpy(spread[1])
+        ax.errorbar(v, y, xerr=[v - low, high - v], fmt="none", ecolor="0.45", capsize=2, lw=1.0)
+        ends = np.maximum(v, high)
+    for yi, vi, end in zip(y, v, ends, strict=True):
         ax.annotate(
             f"{vi:.2f}",
-            (vi, yi),
+            (end, yi),
             xytext=(3, 0),
             textcoords="offset points",
             va="center",
