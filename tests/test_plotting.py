@@ -87,27 +87,6 @@ def test_strategy_curves_take_colours_and_labels() -> None:
     assert drawn == {style.STRATEGIES[n].label: style.STRATEGIES[n].colour.lower() for n in names}
 
 
-def test_loss_grid_figure() -> None:
-    ax = figures.plot_loss_grid(["s1", "s2"], ["t1"], [[1e-3], [2e-2]], [[1e-4], [1e-3]])
-    assert len(ax.texts) == 2 and len(ax.patches) == 1
-    with pytest.raises(ValueError, match="shape"):
-        figures.plot_loss_grid(["s1"], ["t1", "t2"], [[1.0]], [[0.1]])
-    with pytest.raises(ValueError, match="positive"):
-        figures.plot_loss_grid(["s1"], ["t1"], [[0.0]], [[0.1]])
-    # Ties framed as the caller says: both cells of column t1, the second of t2.
-    ax = figures.plot_loss_grid(
-        ["s1", "s2"],
-        ["t1", "t2"],
-        [[1e-3, 5e-2], [2e-3, 1e-2]],
-        [[1e-4, 1e-3], [1e-3, 1e-3]],
-        framed=[[True, False], [True, True]],
-    )
-    corners = sorted((p.get_x(), p.get_y()) for p in ax.patches)
-    assert corners == [(-0.5, -0.5), (-0.5, 0.5), (0.5, 0.5)]
-    with pytest.raises(ValueError, match="framed must have shape"):
-        figures.plot_loss_grid(["s1"], ["t1"], [[1.0]], [[0.1]], framed=[[True, False]])
-
-
 def _contrast(a: str, b: tuple[float, ...]) -> float:
     """WCAG contrast ratio of two colours."""
 
@@ -133,16 +112,6 @@ def test_one_legend_per_figure() -> None:
     (legend,) = fig.legends
     assert [t.get_text() for t in legend.get_texts()] == ["a", "b", "ln L"]
     plt.close(fig)
-
-
-def test_loss_grid_text_is_readable_on_every_cell() -> None:
-    values = np.logspace(-8, 0, 9)[:, None]  # every shade of the colour map
-    ax = figures.plot_loss_grid([f"s{i}" for i in range(9)], ["t"], values, values / 10)
-    image = ax.images[0]
-    for text in ax.texts:
-        i = round(text.get_position()[1])
-        cell = image.cmap(image.norm(np.log10(values[i, 0])))
-        assert _contrast(text.get_color(), cell) >= 3.0, (text.get_text(), text.get_color())
 
 
 def test_every_strategy_has_one_colour_and_one_label() -> None:

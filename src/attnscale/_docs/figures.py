@@ -14,7 +14,6 @@ import torch
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
-from matplotlib.patches import Rectangle
 
 from .. import _checks
 from .._figure import cycle_colour, new_axes, to_numpy
@@ -24,7 +23,6 @@ __all__ = [
     "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
-    "plot_loss_grid",
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
     "plot_score_histograms",
@@ -546,89 +544,6 @@ def plot_strategy_bars(
     ax.set_yticks(y, labels)
     ax.set_xlabel(xlabel)
     ax.margins(x=0.15)
-    return ax
-
-
-def plot_loss_grid(
-    rows: Sequence[str],
-    cols: Sequence[str],
-    mean: Sequence[Sequence[float]] | np.ndarray | torch.Tensor,
-    std: Sequence[Sequence[float]] | np.ndarray | torch.Tensor,
-    *,
-    ax: Axes | None = None,
-    colorbar_label: str = "final loss (log10)",
-    framed: Sequence[Sequence[bool]] | np.ndarray | None = None,
-) -> Axes:
-    """A grid of final losses, coloured by $\\log_{10}$ of the mean, annotated mean ± std.
-
-    The framed cells mark the best of each column: by default the lowest mean; pass ``framed``
-    to frame every cell tied with it (e.g. by overlapping seed ranges).
-
-    Parameters
-    ----------
-    rows, cols : Sequence[str]
-        Row labels (e.g. strategies) and column labels (e.g. tasks).
-    mean, std : array of shape (rows, cols)
-        Mean and standard deviation over seeds of the final loss (> 0).
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-    colorbar_label : str
-        Label of the colour bar.
-    framed : array of bool of shape (rows, cols), optional
-        Cells to frame; default: the lowest mean of each column.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-
-    Raises
-    ------
-    ValueError
-        If the shapes do not match the labels or a mean is not positive.
-
-    Examples
-    --------
-    >>> ax = plot_loss_grid(["a", "b"], ["uniform", "sharp"], [[1e-3, 1e-1], [1e-2, 1e-4]],
-    ...                     [[1e-4, 1e-2], [1e-3, 1e-5]])
-    >>> len(ax.texts), len(ax.patches)
-    (4, 2)
-    """
-    m, s = to_numpy(mean), to_numpy(std)
-    shape = (len(rows), len(cols))
-    if m.shape != shape or s.shape != shape:
-        raise ValueError(f"mean and std must have shape {shape}, got {m.shape} and {s.shape}")
-    if not (m > 0).all():
-        raise ValueError("mean must be positive (it is drawn on a log scale)")
-    ax = new_axes(ax, (1.6 * len(cols) + 2.6, 0.42 * len(rows) + 1.2))
-    logm = np.log10(m)
-    image = ax.imshow(logm, cmap="viridis_r", aspect="auto")
-    cells = np.asarray(image.cmap(image.norm(logm)))  # (rows, cols, RGBA) as drawn
-    luminance = cells[..., :3] @ np.array([0.2126, 0.7152, 0.0722])  # Rec. 709 weights
-    for i in range(shape[0]):
-        for j in range(shape[1]):
-            ax.text(
-                j,
-                i,
-                f"{m[i, j]:.2g}\n± {s[i, j]:.1g}",  # two lines: fits narrow cells
-                ha="center",
-                va="center",
-                fontsize="small",
-                color="white" if luminance[i, j] < 0.5 else "black",  # readable on the cell
-            )
-    if framed is None:
-        frame = np.zeros(shape, dtype=bool)
-        frame[np.argmin(m, axis=0), np.arange(shape[1])] = True
-    else:
-        frame = np.asarray(framed, dtype=bool)
-        if frame.shape != shape:
-            raise ValueError(f"framed must have shape {shape}, got {frame.shape}")
-    for i, j in zip(*np.nonzero(frame), strict=True):
-        ax.add_patch(
-            Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="#D55E00", linewidth=2.2)
-        )
-    ax.set_xticks(range(shape[1]), cols)
-    ax.set_yticks(range(shape[0]), rows)
-    ax.figure.colorbar(image, ax=ax, label=colorbar_label)
     return ax
 
 
