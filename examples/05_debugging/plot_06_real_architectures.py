@@ -164,19 +164,32 @@ print(textwrap.fill(next(f.message for f in wrong.findings if f.code == "scale-m
 # %%
 # ## What the monitor read
 #
-# The scale per family, healthy and with the scale removed. Every healthy model sits on 1
-# except T5 (folded into the initialisation); removing the scale moves every family but Falcon
-# to $\sqrt{d_\text{head}}$, whatever its way of writing attention. Falcon has only its healthy
-# point: it is left out of the no-scale bug, since its code hard-codes the scale.
+# The scale per family, healthy and with the scale removed. T5 applies no scale at run time,
+# so its point counts the factor folded into its query weights as well: the scale read times
+# q's spread over k's, which the monitor measures. Every healthy model then sits on 1, and
+# removing the scale moves every family but Falcon to $\sqrt{d_\text{head}}$, whatever its way
+# of writing attention. Falcon has only its healthy point: it is left out of the no-scale bug,
+# since its code hard-codes the scale.
+
+
+def effective(report: MonitorReport, family: str) -> float:
+    """The scale read, times sqrt(head_dim); for T5 with its folded factor, q's spread over k's."""
+    s = report.records[0].last
+    assert s.scale_ratio is not None
+    if family == "t5":
+        assert s.q_std is not None and s.k_std
+        return s.scale_ratio * s.q_std / s.k_std
+    return s.scale_ratio
+
 
 families = list(zoo.FAMILIES)
 fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
 for i, family in enumerate(families):
-    ratio = healthy[family, "eager"].records[0].last.scale_ratio
+    ratio = effective(healthy[family, "eager"], family)
     ax.plot(ratio, i, "o", color="C0", label="healthy" if i == 0 else None)
     if family != "falcon":
         report, _ = watch(family, "eager", bug="no-scale")
-        removed = report.records[0].last.scale_ratio
+        removed = effective(report, family)
         ax.plot(removed, i, "s", color="C3", fillstyle="none", markersize=9)
 ax.plot([], [], "s", color="C3", fillstyle="none", markersize=9, label="scale removed")
 for d in sorted({zoo.head_dim(f) for f in families}):
@@ -185,7 +198,7 @@ ax.axvline(1.0, color="0.3", linewidth=1)
 ax.set_xscale("log", base=2)
 ax.xaxis.set_major_formatter("{x:g}")
 ax.set_xlim(0.8, 8)
-ax.set_yticks(range(len(families)), families)
+ax.set_yticks(range(len(families)), [f"{f} (folded)" if f == "t5" else f for f in families])
 ax.invert_yaxis()
 ax.set_xlabel(
     r"scale read $\times\sqrt{d_\mathrm{head}}$ (1: correct; dotted: $\sqrt{d_\mathrm{head}}$)"
