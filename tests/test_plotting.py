@@ -202,3 +202,21 @@ def test_threshold_dots_keep_equal_values_apart_and_show_unreached_at_the_edge()
         figures.plot_threshold_dots({"a": {"lost": 500.0}}, xlim=(1.0, 100.0))
     with pytest.raises(ValueError, match="same kinds"):
         figures.plot_threshold_dots({"a": {"x": 1.0}, "b": {"y": 1.0}}, xlim=(1.0, 100.0))
+
+
+def test_a_covered_strategy_curve_stays_visible() -> None:
+    """A curve that a later one covers is drawn wide and pale beneath it; a threshold line can
+    be named in the legend."""
+    from attnscale.plotting import plot_strategy_curves
+
+    x = [1.0, 2.0, 4.0]
+    ax = plot_strategy_curves(
+        x,
+        {"a": [1.0, 0.5, 0.2], "b": [1.005, 0.5, 0.2], "c": [0.9, 0.9, 0.9]},
+        hline=0.5,
+        hline_label="threshold",
+    )
+    a, b, c = ax.get_lines()[:3]
+    assert a.get_linewidth() > b.get_linewidth() == c.get_linewidth()
+    assert a.get_alpha() < 1 and b.get_alpha() == 1
+    assert "threshold" in [t.get_text() for t in ax.get_legend().get_texts()]

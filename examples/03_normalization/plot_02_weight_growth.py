@@ -35,8 +35,11 @@ VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)  # Gemma-2's cap on top of 1/sqr
 # ## Entropy and largest logit against the weight scale $g$
 #
 # Multiplying both $W_q$ and $W_k$ by $g$ multiplies every raw logit $q\cdot k$ by $g^2$
-# (biases aside). The left panel shows the mean attention entropy divided by $\ln n$, the right
-# one the largest logit magnitude.
+# (biases aside). The left panel shows the mean attention entropy divided by $\ln n$, with the
+# collapse threshold used below, the right one the largest logit magnitude. A wide, pale line
+# is a strategy whose curve another one covers exactly: the learnable temperature starts at
+# $1/\sqrt{d_k}$, and with gains of 1 QK-LayerNorm and QK-RMSNorm differ only by the mean they
+# subtract.
 
 # %%
 torch.manual_seed(SEED)
@@ -74,6 +77,7 @@ plot_strategy_curves(
     xlabel="weight scale $g$",
     ylabel="entropy / ln n",
     hline=THRESHOLD,
+    hline_label=f"collapse threshold {THRESHOLD:g}",
     **style.strategy_kwargs(),
     legend=False,
 )

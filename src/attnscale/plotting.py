@@ -285,6 +285,7 @@ def plot_strategy_curves(
     logx: bool = True,
     logy: bool = False,
     hline: float | None = None,
+    hline_label: str | None = None,
     colors: Mapping[str, str] | None = None,
     labels: Mapping[str, str] | None = None,
     legend: bool = True,
@@ -292,7 +293,9 @@ def plot_strategy_curves(
     """One line per score-scaling strategy against a shared x axis.
 
     Colours follow the style's colour cycle; when the colours wrap around the line style changes, so
-    every strategy stays distinguishable in grey scale too.
+    every strategy stays distinguishable in grey scale too. A curve that a later one covers
+    (within 2% at every point: on the page, one line) is drawn wide and pale beneath it, so it stays
+    visible.
 
     Parameters
     ----------
@@ -307,7 +310,9 @@ def plot_strategy_curves(
     logx, logy : bool
         Logarithmic axes (base 2 for x, 10 for y).
     hline : float, optional
-        Draw a thin horizontal reference line at this value.
+        Draw a thin horizontal reference line at this value...
+    hline_label : str, optional
+        ... named in the legend.
     colors : Mapping[str, str], optional
         Colour per key of ``curves``; keys not in it take the style's colour cycle.
     labels : Mapping[str, str], optional
@@ -333,22 +338,29 @@ def plot_strategy_curves(
     if not np.isfinite(xs).all():
         raise ValueError("x must be finite (no NaN or inf)")
     ax = new_axes(ax)
-    for i, (label, values) in enumerate(curves.items()):
-        y = _values(values, f"curves[{label!r}]")
-        if y.shape != xs.shape:
-            raise ValueError(f"curves[{label!r}] has shape {y.shape}, x has {xs.shape}")
+    ys = {}
+    for label, values in curves.items():
+        ys[label] = _values(values, f"curves[{label!r}]")
+        if ys[label].shape != xs.shape:
+            raise ValueError(f"curves[{label!r}] has shape {ys[label].shape}, x has {xs.shape}")
+    names = list(ys)
+    for i, (label, y) in enumerate(ys.items()):
+        covered = any(
+            np.allclose(y, ys[later], rtol=0.02, atol=0, equal_nan=True) for later in names[i + 1 :]
+        )
         ax.plot(
             xs,
             y,
             marker="o",
             markersize=3,
-            linewidth=1.4,
+            linewidth=5 if covered else 1.4,
+            alpha=0.45 if covered else 1.0,
             label=(labels or {}).get(label, label),
             color=(colors or {}).get(label, cycle_colour(i)),
             linestyle=linestyle(i),
         )
     if hline is not None:
-        ax.axhline(hline, color="0.5", linewidth=0.8, linestyle="--")
+        ax.axhline(hline, color="0.5", linewidth=0.8, linestyle="--", label=hline_label)
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
