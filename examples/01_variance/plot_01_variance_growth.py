@@ -21,9 +21,10 @@ import torch
 
 import attnscale as asc
 from attnscale._docs import figures
-from attnscale._docs.style import use_style
+from attnscale._docs.style import colours, use_style
 
 use_style()
+COLOURS = colours(["none", "inverse_sqrt"])  # raw and scaled, as every page draws them
 
 SEED = 0
 N_SAMPLES = 10_000
@@ -139,6 +140,7 @@ ax = figures.plot_variance_vs_dk(
     high=[e.high for e in est],
     theory=theory,
     label="raw score, measured",
+    color=COLOURS["none"],
 )
 scaled_est = [
     asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, scale=d**-0.5, generator=gen))
@@ -150,6 +152,7 @@ figures.plot_variance_vs_dk(
     low=[e.low for e in scaled_est],
     high=[e.high for e in scaled_est],
     label="scaled score, measured",
+    color=COLOURS["inverse_sqrt"],
     ax=ax,
 )
 ax.set_title("Score variance against $d_k$: raw grows linearly, scaled stays at 1")

@@ -134,6 +134,7 @@ def plot_variance_vs_dk(
     high: Sequence[float] | None = None,
     theory: Sequence[float] | None = None,
     label: str = "measured",
+    color: str | None = None,
     ax: Axes | None = None,
 ) -> Axes:
     """Log-log plot of a measured variance against $d_k$, with an error band and theory.
@@ -150,6 +151,8 @@ def plot_variance_vs_dk(
         Closed-form variances, drawn as a dashed line.
     label : str
         Legend label of the measured points.
+    color : str, optional
+        Their colour (a strategy's, site-wide); the next of the cycle without.
     ax : matplotlib.axes.Axes, optional
         Axes to draw on.
 
@@ -161,7 +164,7 @@ def plot_variance_vs_dk(
     if x.shape != y.shape or x.ndim != 1:
         raise ValueError("d_ks and measured must be 1-D sequences of equal length")
     ax = new_axes(ax)
-    colour = cycle_colour(len(ax.lines))
+    colour = color or cycle_colour(len(ax.lines))
     if theory is not None:
         ax.plot(x, to_numpy(theory), "--", color="0.4", linewidth=1, label="theory")
     if low is not None and high is not None:
