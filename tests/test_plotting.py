@@ -180,6 +180,10 @@ def test_monitor_summary_is_a_dot_plot_with_overflow_at_the_edge() -> None:
     plt.close(ax.figure)
     with pytest.raises(ValueError, match="positive"):
         attnscale.plot_monitor_summary(reports, metric="max_abs_qk", log=True, marks={"m": 0.0})
+    # a report's dot takes the colour given for its name
+    ax = attnscale.plot_monitor_summary(reports, metric="max_abs_qk", colors={"small": "#009E73"})
+    np.testing.assert_allclose(ax.collections[0].get_facecolors()[0], mcolors.to_rgba("#009E73"))
+    plt.close(ax.figure)
 
 
 def test_threshold_dots_keep_equal_values_apart_and_show_unreached_at_the_edge() -> None:

@@ -17,9 +17,10 @@ from torch import nn
 
 import attnscale
 from attnscale import AttentionMonitor, plotting
-from attnscale._docs.style import use_style
+from attnscale._docs.style import colours, use_style
 
 use_style()
+STRATEGY_COLOURS = colours(["inverse_sqrt", "none", "inverse_d"])
 
 torch.manual_seed(SEED)
 x = torch.randn(BATCH, SEQ, D_MODEL)
@@ -104,6 +105,14 @@ plotting.plot_monitor_summary(
     xlabel="within-row logit std",
     log=True,
     marks={f"expected with nn.Linear's default init: {expected:.2f}": expected},
+    # the strategies' colours where a bug is a strategy's scale (twice scaled is 1/d); a colour
+    # no strategy has for the width
+    colors={
+        LABELS["correct"]: STRATEGY_COLOURS["inverse_sqrt"],
+        LABELS["none"]: STRATEGY_COLOURS["none"],
+        LABELS["d_model"]: "#8C564B",
+        LABELS["double"]: STRATEGY_COLOURS["inverse_d"],
+    },
 )
 ax.set_title("Logit spread per planted scale bug (hand-written attention)")
 

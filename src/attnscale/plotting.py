@@ -184,6 +184,7 @@ def plot_monitor_summary(
     xlabel: str | None = None,
     log: bool = False,
     marks: Mapping[str, float] | None = None,
+    colors: Mapping[str, str] | None = None,
 ) -> Axes:
     """A dot plot of one statistic's last value across several reports.
 
@@ -206,6 +207,9 @@ def plot_monitor_summary(
         Use a logarithmic x axis.
     marks : Mapping[str, float], optional
         Reference values, e.g. what a correct model gives, drawn as labelled dashed lines.
+    colors : Mapping[str, str], optional
+        Colour per key of ``reports`` (e.g. the colour a strategy has elsewhere); keys not in
+        it take the style's colour cycle.
 
     Returns
     -------
@@ -223,11 +227,13 @@ def plot_monitor_summary(
     _checks.one_of(metric, "metric", fields)
     labels: list[str] = []
     values: list[float] = []
-    for name, report in reports.items():
+    colours: list[str] = []
+    for k, (name, report) in enumerate(reports.items()):
         for rec in report.records:
             v = getattr(rec.last, metric)
             labels.append(name if len(report.records) == 1 else f"{name}: {rec.where}")
             values.append(np.nan if v is None else float(v))
+            colours.append((colors or {}).get(name, cycle_colour(k)))
     if not labels:
         raise ValueError("reports must contain at least one record")
     x = np.array(values)
@@ -238,7 +244,6 @@ def plot_monitor_summary(
         raise ValueError(f"log=True needs positive values and marks, got {shown[shown <= 0]}")
     ax = new_axes(ax, (6.4, 0.45 * len(labels) + 1.2))
     y = np.arange(len(labels))[::-1]
-    colours = [cycle_colour(i) for i in range(len(labels))]
     if log:
         ax.set_xscale("log")
     if shown.size:
