@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale._docs.figures import plot_scaled_vs_unscaled
+from attnscale._docs.figures import ordered_colour, plot_scaled_vs_unscaled
 from attnscale._docs.style import use_style
 
 use_style()
@@ -103,7 +103,7 @@ for n in N_VALUES:
 
 fig, (ax_h, ax_p) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 for k, n in enumerate(N_VALUES):
-    colour = f"C{k}"
+    colour = ordered_colour(k, len(N_VALUES))
     unscaled = [results[n, d, "unscaled"] for d in D_KS]
     scaled = [results[n, d, "scaled"] for d in D_KS]
     plot_scaled_vs_unscaled(

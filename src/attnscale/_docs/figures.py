@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
+from matplotlib import colormaps
+from matplotlib import colors as mcolors
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -31,6 +33,17 @@ __all__ = [
     "plot_threshold_dots",
     "plot_variance_vs_dk",
 ]
+
+
+def ordered_colour(k: int, n: int) -> str:
+    """The colour of the k-th of n ordered values (a d_k, a sigma, a threshold): a sequential
+    map, since the site's categorical colours each mean one strategy."""
+    return str(mcolors.to_hex(colormaps["viridis"](0.85 * k / max(n - 1, 1))))
+
+
+#: Statistics of one quantity (mean, median, one row) and kinds of event: black and greys,
+#: told apart by line style or marker, never by a strategy's colour.
+GREYS = ("black", "0.45", "0.65")
 
 
 def one_legend(fig: Figure, *, ncols: int = 4) -> None:
@@ -107,7 +120,7 @@ def plot_score_histograms(
             density=True,
             histtype="step",
             linewidth=1.4,
-            color=cycle_colour(k),
+            color=ordered_colour(k, len(samples)),
             label=f"$d_k = {d_k}$",
         )
     if reference_pdf:
@@ -217,7 +230,7 @@ def plot_theory_vs_measured(
         y,
         xerr=None if err is None else to_numpy(err),
         fmt="o",
-        color="C1",
+        color=GREYS[0],
         markersize=5,
         capsize=3,
         label="measured",
@@ -330,9 +343,9 @@ def plot_jacobian_norm_vs_sigma(
         raise ValueError("norms must have shape (len(sigmas), rows) with at least one row")
     ax = new_axes(ax)
     lo, med, hi = np.quantile(v, [0.1, 0.5, 0.9], axis=1)
-    ax.fill_between(x, lo, hi, color="C0", alpha=0.18, linewidth=0, label="10-90% of rows")
-    ax.plot(x, v.mean(axis=1), "-", color="C0", linewidth=1.8, label="mean")
-    ax.plot(x, med, "--", color="C1", linewidth=1.6, label="median")
+    ax.fill_between(x, lo, hi, color=GREYS[2], alpha=0.35, linewidth=0, label="10-90% of rows")
+    ax.plot(x, v.mean(axis=1), "-", color=GREYS[0], linewidth=1.8, label="mean")
+    ax.plot(x, med, "--", color=GREYS[1], linewidth=1.6, label="median")
     _vmarks(ax, marks)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("$\\sigma$, standard deviation of the logits")
@@ -387,7 +400,7 @@ def plot_log_histograms(
             weights=np.full(a.size, 1.0 / max(a.size, 1)),
             histtype="step",
             linewidth=1.5,
-            color=cycle_colour(k),
+            color=ordered_colour(k, len(arrays)),
             label=label,
         )
     ax.set_xlabel(xlabel)
@@ -431,7 +444,7 @@ def plot_entropy_vs_temperature(
         y = to_numpy(h)
         if y.shape != t.shape:
             raise ValueError(f"entropies[{label!r}] must have the temperatures' length {t.size}")
-        ax.plot(t, y, color=cycle_colour(k), linewidth=1.8, label=label)
+        ax.plot(t, y, color=GREYS[k % 2], linewidth=1.8, label=label)  # statistics: greys
     if log_n is not None:
         ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
     _vmarks(ax, marks)
@@ -474,7 +487,7 @@ def plot_saturation_vs_sigma(
         y = to_numpy(f)
         if y.shape != x.shape:
             raise ValueError(f"fractions[{label!r}] must have the length of sigmas, {x.size}")
-        ax.plot(x, y, "o-", color=cycle_colour(k), markersize=3, label=label)
+        ax.plot(x, y, "o-", color=ordered_colour(k, len(fractions)), markersize=3, label=label)
     _vmarks(ax, marks)
     ax.set_xscale("log", base=2)
     ax.set_ylim(-0.02, 1.02)
@@ -600,7 +613,7 @@ def plot_threshold_dots(
     y = np.arange(len(rows))[::-1]
     offsets = np.linspace(0.15, -0.15, len(kinds)) if len(kinds) > 1 else [0.0]
     for k, (kind, dy) in enumerate(zip(kinds, offsets, strict=True)):
-        colour, marker = cycle_colour(k), "os^D"[k % 4]
+        colour, marker = GREYS[k % 2], "os^D"[k % 4]
         reached = [(yi, thresholds[r][kind]) for yi, r in zip(y, rows, strict=True)]
         xs = [v for _, v in reached if v is not None]
         if any(not lo <= v <= hi for v in xs):
