@@ -48,6 +48,7 @@ n_g = len(GAINS)
 gains = torch.tensor(GAINS, dtype=torch.float32).view(n_g, 1, 1, 1, 1)  # (g, 1, 1, 1, 1)
 entropy: dict[str, list[float]] = {}
 max_logit: dict[str, list[float]] = {}
+spread: dict[str, list[float]] = {}  # within-row logit std, mean over rows
 with torch.no_grad():
     for label, (name, cap) in VARIANTS.items():
         torch.manual_seed(SEED)
@@ -68,6 +69,8 @@ with torch.no_grad():
         h = attnscale.softmax_entropy(res.logits, normalized=True)  # (g * batch, heads, n)
         entropy[label] = h.view(n_g, -1).mean(dim=1).tolist()
         max_logit[label] = logits.abs().amax(dim=1).tolist()
+        row_std = res.logits.std(dim=-1, correction=0).view(n_g, -1)  # (g, rows)
+        spread[label] = row_std.mean(dim=1).tolist()
 
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 plot_strategy_curves(
@@ -105,22 +108,34 @@ fig.suptitle("Attention entropy and largest logit as $W_q$, $W_k$ grow, per stra
 # %%
 print(f"collapse threshold: entropy / ln n < {THRESHOLD}")
 print(
-    f"{'strategy':<22} {'g at collapse':>14} {'H @ g=10':>9} {'H @ g=100':>10} {'max|l| @100':>12}"
+    f"{'strategy':<22} {'g at collapse':>14} {'spread @ g=1':>13} {'spread @ collapse':>18} "
+    f"{'H @ g=10':>9} {'H @ g=100':>10} {'max|l| @100':>12}"
 )
 log_g = np.log(GAINS)
 i10 = int(np.argmin(np.abs(GAINS - 10)))
+at_collapse = {}
 for label in VARIANTS:
     h = np.array(entropy[label])
     below = np.nonzero(h < THRESHOLD)[0]
-    if below.size == 0:
-        where = "never"
-    elif below[0] == 0:
-        where = "< 1"
-    else:
-        j = below[0]  # interpolate log g linearly in entropy between grid points j-1 and j
+    where = spread_text = "never"
+    if below.size and below[0] == 0:
+        where = spread_text = "< 1"
+    elif below.size:
+        j = below[0]  # interpolate log g (and log spread) linearly in entropy, points j-1 and j
         t = (h[j - 1] - THRESHOLD) / (h[j - 1] - h[j])
         where = f"{math.exp(log_g[j - 1] + t * (log_g[j] - log_g[j - 1])):.1f}"
-    print(f"{label:<22} {where:>14} {h[i10]:9.3f} {h[-1]:10.3f} {max_logit[label][-1]:12.1f}")
+        log_s = np.log(spread[label])
+        at_collapse[label] = math.exp(log_s[j - 1] + t * (log_s[j] - log_s[j - 1]))
+        spread_text = f"{at_collapse[label]:.2f}"
+    print(
+        f"{label:<22} {where:>14} {spread[label][0]:13.3f} {spread_text:>18} {h[i10]:9.3f} "
+        f"{h[-1]:10.3f} {max_logit[label][-1]:12.1f}"
+    )
+values = list(at_collapse.values())
+print(
+    f"within-row logit spread at collapse, over the {len(values)} strategies that collapse: "
+    f"{min(values):.2f} to {max(values):.2f}"
+)
 
 # %%
 # ## What the measurement says
@@ -134,11 +149,15 @@ for label in VARIANTS:
 #   training they move (the high-learning-rate page shows QK-LayerNorm's largest logit passing
 #   the bound of its initial gains).
 # - **No scaling, $1/\sqrt{d_k}$, the learnable temperature and T5's folded init** collapse: their
-#   logits grow like $g^2$ and the attention becomes one-hot. Dividing by $\sqrt{d_k}$ only
-#   postpones the collapse by a factor $d_k^{1/4}$ in $g$; a constant factor cannot bound a
-#   product that grows without limit. The learnable temperature's multiplier ($1/T$) would have
+#   logits grow like $g^2$ and the attention becomes one-hot. A constant factor cannot bound a
+#   product that grows without limit; the learnable temperature's multiplier ($1/T$) would have
 #   to shrink as fast as the weights grow.
-# - **$1/d_k$** postpones it by a further $d_k^{1/4}$ in $g$, but does not prevent it.
+# - **The $g$ at collapse compares strategies that start from different spreads** (with
+#   `nn.Linear`'s default initialisation, $1/\sqrt{d_k}$ starts near 1/3 and $1/d_k$ another
+#   $\sqrt{d_k}$ below: the "spread @ g=1" column). In units of spread, the strategies that
+#   collapse do so at similar within-row spreads (the last printed line gives the range):
+#   dividing by more only moves where on the $g$ axis that spread is reached. $1/d_k$ postpones
+#   the collapse; it does not prevent it.
 # - **The soft-cap** bounds the logits (the printed maximum is at most 50: the largest logits
 #   approach the cap), but a bound of 50 is far beyond what a softmax needs to become
 #   one-hot: a gap of 10 between two logits already gives a ratio of $e^{10}$. The entropy
