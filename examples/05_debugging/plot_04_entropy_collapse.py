@@ -102,15 +102,13 @@ diffs = [h - lo for h, lo in zip(held[high_rate], held[low_rate], strict=True)]
 for lr in LEARNING_RATES:
     print(f"lr {lr:g}: held-out loss per seed " + ", ".join(f"{v:.4f}" for v in held[lr]))
 mean = sum(diffs) / len(diffs)
+print(f"high minus low: mean {mean:+.4f}, seeds from {min(diffs):+.4f} to {max(diffs):+.4f}")
 print(
-    f"high minus low: mean {mean:+.4f}, seeds from {min(diffs):+.4f} to {max(diffs):+.4f}; "
-    + (
-        "the high rate is worse on every seed"
-        if min(diffs) > 0
-        else "the high rate is better on every seed"
-        if max(diffs) < 0
-        else "mixed across seeds"
-    )
+    "the high rate is worse on every seed"
+    if min(diffs) > 0
+    else "the high rate is better on every seed"
+    if max(diffs) < 0
+    else "mixed across seeds"
 )
 
 # %%
