@@ -13,7 +13,7 @@ import argparse
 import importlib
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from torch import nn
 
 from .monitor import AttentionMonitor
 from .monitor.report import SEVERITY_RANK
+from .testing import call
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -43,7 +44,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"attnscale check: cannot load {args.target!r}: {err}", file=sys.stderr)
         return 2
     with torch.no_grad(), AttentionMonitor(model, all_rows=args.all_rows) as monitor:
-        _call(model, inputs)
+        call(model, inputs)
     report = monitor.report()
     print(report)
     if args.json is not None:
@@ -81,15 +82,6 @@ def _load_hf(path: Path, batch: int, seq: int) -> tuple[nn.Module, Any]:
     seq = min(seq, int(getattr(config, "max_position_embeddings", seq) or seq))
     ids = torch.randint(0, vocab, (batch, seq), generator=torch.Generator().manual_seed(0))
     return model.eval(), {"input_ids": ids}
-
-
-def _call(model: nn.Module, inputs: Any) -> None:
-    if isinstance(inputs, Mapping):
-        model(**inputs)
-    elif isinstance(inputs, tuple):
-        model(*inputs)
-    else:
-        model(inputs)
 
 
 if __name__ == "__main__":

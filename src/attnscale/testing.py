@@ -55,15 +55,19 @@ def assert_attention_healthy(
     if not isinstance(model, nn.Module):
         raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
     with torch.no_grad(), AttentionMonitor(model, **monitor_kwargs) as monitor:
-        if isinstance(inputs, Mapping):
-            model(**inputs)
-        elif isinstance(inputs, tuple):
-            model(*inputs)
-        else:
-            model(inputs)
+        call(model, inputs)
     report = monitor.report()
     failed = [f for f in report.findings if SEVERITY_RANK[f.severity] >= SEVERITY_RANK[fail_on]]
     if failed:
         codes = ", ".join(sorted({f.code for f in failed}))
         raise AssertionError(f"attention is not healthy ({codes}):\n{report}")
     return report
+
+
+def call(model: nn.Module, inputs: Any) -> Any:
+    """``model(**inputs)`` for a mapping, ``model(*inputs)`` for a tuple, else ``model(inputs)``."""
+    if isinstance(inputs, Mapping):
+        return model(**inputs)
+    if isinstance(inputs, tuple):
+        return model(*inputs)
+    return model(inputs)
