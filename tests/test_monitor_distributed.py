@@ -49,6 +49,7 @@ def _worker(rank: int, folder: str) -> None:
             opt.zero_grad()
     own = [s.to_dict() for s in monitor.report().records[0].series]
     Path(folder, f"rank{rank}.json").write_text(json.dumps({"logged": logged, "own": own}))
+    dist.barrier()  # neither process tears gloo down while the other still uses it (seen: SIGABRT)
     dist.destroy_process_group()
 
 
