@@ -19,8 +19,10 @@ def _brute(
     scale: float,
     visible: torch.Tensor,
     bias: torch.Tensor | None = None,
+    causal: bool = False,
 ) -> dict[str, torch.Tensor]:
-    """The same statistics from the full float64 matrix, row by row."""
+    """The same statistics from the full float64 matrix, row by row. Under ``causal``,
+    max |q·k| is over the visible products (the masked ones are never formed)."""
     group = q.shape[-3] // k.shape[-3]
     k = k.repeat_interleave(group, dim=-3)
     qk = q.double() @ k.double().transpose(-2, -1)  # (B, H, L, S)
@@ -54,7 +56,8 @@ def _brute(
             float(p[:, h, :, 0][some].mean()) if some.any() else math.nan
         )
         out["masked_rows"].append(float((~some).double().mean()))
-        out["max_abs_qk"].append(float(qk[:, h].abs().max()))
+        formed = qk[:, h][visible[:, h]] if causal else qk[:, h]
+        out["max_abs_qk"].append(float(formed.abs().max()))
     return {k_: torch.tensor(v, dtype=torch.float64) for k_, v in out.items()}
 
 
@@ -85,12 +88,14 @@ def test_matches_brute_force_without_a_mask(chunk: int) -> None:
     _assert_close(stats, _brute(q, k, 1 / 4, torch.ones(1, dtype=torch.bool)))
 
 
-def test_causal_and_grouped_query_heads() -> None:
-    q, k = _qk(heads=6, kv_heads=2, length=20, keys=20)
-    visible = torch.ones(20, 20, dtype=torch.bool).tril()
-    stats = head_stats(q, k, is_causal=True, chunk=7, scale=0.3)
-    _assert_close(stats, _brute(q, k, 0.3, visible))
-    assert stats.entropy_rows.tolist() == [2 * 19] * 6  # row 0 has one key: no entropy
+@pytest.mark.parametrize(("length", "keys", "chunk"), [(20, 20, 7), (12, 30, 5), (30, 12, 4)])
+def test_causal_and_grouped_query_heads(length: int, keys: int, chunk: int) -> None:
+    q, k = _qk(heads=6, kv_heads=2, length=length, keys=keys)
+    visible = torch.ones(length, keys, dtype=torch.bool).tril()
+    for c in (chunk, None):  # the key chunks a query cannot see are skipped
+        stats = head_stats(q, k, is_causal=True, chunk=c, scale=0.3)
+        _assert_close(stats, _brute(q, k, 0.3, visible, causal=True))
+        assert stats.entropy_rows.tolist() == [2 * (length - 1)] * 6  # row 0: one key
 
 
 @pytest.mark.parametrize("low", [-math.inf, torch.finfo(torch.float32).min, -100.0])

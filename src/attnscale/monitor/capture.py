@@ -99,6 +99,7 @@ class Capture(TorchFunctionMode):
         self.max_query_rows = max_query_rows
         self.max_sampled_logits = max_sampled_logits
         self.rows = max_query_rows  # the query rows sampled in the current call
+        self.model_threads = torch.get_num_threads()  # while the model runs
         self.mask_value = mask_value
         self.saturation = saturation
         self.names: dict[int, str] = {}
@@ -289,6 +290,7 @@ class Capture(TorchFunctionMode):
 
     def _guarded(self, where: str, kind: str, fn: Callable[[], None]) -> None:
         self.rows = self.max_query_rows  # until the call's shape is known (size_sample)
+        self.model_threads = torch.get_num_threads()
         try:
             with self._own_work():
                 fn()
@@ -494,7 +496,15 @@ class Capture(TorchFunctionMode):
             "k_std": tensor_std(k if k_rows is None else k_rows),
             **qk_norms(q_rows, k_rows, scale),
         }
-        per_head = heads().to_dict() if self.all_rows and heads is not None else None
+        per_head = None
+        if self.all_rows and heads is not None:
+            # a few large operations over every logit: as many threads as the model uses
+            own = torch.get_num_threads()
+            torch.set_num_threads(self.model_threads)
+            try:
+                per_head = heads().to_dict()
+            finally:
+                torch.set_num_threads(own)
         record = self._site(*site)  # once every statistic is in: a failure leaves no empty site
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):

@@ -5,7 +5,8 @@ a training run needs numbers that cover every row, because a maximum over a samp
 maximum. These are computed from q and k directly, one chunk of keys at a time, with an
 online softmax (the running maximum, sum and entropy term of every row are rescaled as a new
 chunk raises the maximum), so memory is O(B·H·L) plus one chunk of logits, never the
-$L \times S$ matrix, whatever path the model's attention takes.
+$L \times S$ matrix, whatever path the model's attention takes. Every pass over a chunk
+runs in place, and a causal chunk starts at the first query that can see it.
 
 Definitions:
 
@@ -17,8 +18,10 @@ Definitions:
 - ``lse``: the row's log-sum-exp, averaged; ``first_key_weight``: the probability on key 0
   (where attention sinks form), averaged; ``masked_rows``: the fraction of rows with no
   unmasked key.
-- ``max_abs_qk``: the largest $|q\cdot k|$ before the scale, masked entries included (the
-  product is formed whatever the mask): float16 overflows past 65504.
+- ``max_abs_qk``: the largest $|q\cdot k|$ before the scale over the products formed:
+  float16 overflows past 65504. With a mask tensor every entry counts (eager code forms
+  the product whatever the mask); under ``is_causal`` alone the visible ones (causal kernels skip
+  what a query cannot see, and so does this computation).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from .. import _checks
 __all__ = ["HeadStats", "head_stats", "head_stats_of_logits"]
 
 _EXP_FLOOR = 80.0  # exp below e^-80 is lost against a row sum >= 1, and slow on CPU
+_CHUNK_VALUES = 1 << 18  # logits per key chunk by default: 1 MB in float32, cache-sized
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +127,7 @@ def head_stats(
     scale: float | None = None,
     attn_mask: torch.Tensor | None = None,
     is_causal: bool = False,
-    chunk: int = 128,
+    chunk: int | None = None,
 ) -> HeadStats:
     """Per-head statistics of ``softmax(scale · q kᵀ + mask)`` over every query row.
 
@@ -140,9 +144,13 @@ def head_stats(
         SDPA. Float: added to the logits; where it is -inf, or where a two-valued mask holds
         its negative value (0 and ``finfo.min``, -1e4, -100 ...), the key is masked.
     is_causal : bool
-        Query i sees keys 0..i (SDPA's top-left alignment).
-    chunk : int
-        Keys per step: memory is O(batch · heads · L · chunk).
+        Query i sees keys 0..i (SDPA's top-left alignment). Key chunks a query cannot see
+        are skipped, as causal kernels skip them, so ``max_abs_qk`` covers the visible
+        products only.
+    chunk : int, optional
+        Keys per step: memory is O(batch · heads · L · chunk). By default as many as keep
+        one chunk of logits under 2¹⁸ values (1 MB in float32: passes over
+        a chunk that stays in cache are the fast ones).
     """
     q, k = _checked(q, k, attn_mask, chunk)
     *batch, heads, length, d = q.shape
@@ -150,23 +158,41 @@ def head_stats(
     group = heads // kv_heads
     c = 1 / math.sqrt(d) if scale is None else float(scale)
     work = torch.float64 if q.dtype == torch.float64 else torch.float32
-    # (B, kv_heads, group · L, d): the query heads that share a key head, as extra rows
-    qg = q.reshape(-1, kv_heads, group * length, d).to(work)
-    kg = k.reshape(-1, kv_heads, keys, d).to(work)
+    # (B, kv_heads, L · group, d): the query heads that share a key head, as extra rows, the
+    # rows of one query position together (so a causal chunk skips a block of rows)
+    qg = (
+        q.reshape(-1, kv_heads, group, length, d)
+        .transpose(2, 3)
+        .reshape(-1, kv_heads, length * group, d)
+    )
+    qg = qg.to(work)
+    kt = k.reshape(-1, kv_heads, keys, d).to(work).transpose(-2, -1)
+    if chunk is None:
+        chunk = _default_chunk(keys, qg.shape[0] * kv_heads * length * group)
     masks = _Masks(attn_mask, is_causal, batch, heads, kv_heads, length, q.device, work)
     state = _Rows.empty(qg.shape[:-1], work, q.device)
     raw = torch.zeros(qg.shape[:-1], dtype=work, device=q.device)  # max |q·k| per row
+    skip = is_causal and attn_mask is None  # the causal kernels' shortcut, taken here too
     for j in range(0, keys, chunk):
         cols = slice(j, min(j + chunk, keys))
-        qk = qg @ kg[..., cols, :].transpose(-2, -1)  # (B, kv_heads, group · L, c)
-        high, low = qk.amax(-1), qk.amin(-1)  # every entry: the product is formed masked or not
-        raw = torch.maximum(raw, torch.maximum(high, -low))
-        bias, visible = masks.chunk(cols)
-        if bias is None and c > 0:  # the row's extremes are those just taken
-            state.add(qk.mul_(c), None, high * c, low * c, keys=cols.stop - j, first=j == 0)
-        else:
-            state.add(qk.mul_(c), bias, None, None, keys=visible, first=j == 0)
-    return state.per_head(_per_head(raw, group, "max"), group)
+        # a causal query i sees no key after i: rows before j * group see nothing here
+        r0 = j * group if skip else 0
+        if r0 >= qg.shape[-2]:
+            break
+        x = qg[..., r0:, :] @ kt[..., cols]  # (B, kv_heads, rows, c)
+        bias, visible = masks.chunk(cols, r0)
+        high = low = None
+        if not skip:  # every product formed counts, masked or not
+            hi, lo = x.amax(-1), x.amin(-1)
+            raw[..., r0:] = torch.maximum(raw[..., r0:], torch.maximum(hi, -lo))
+            if bias is None:  # the row's extremes are those just taken, scaled
+                high, low = torch.maximum(hi * c, lo * c), torch.minimum(hi * c, lo * c)
+        state.add(x.mul_(c), bias, high, low, keys=visible, rows=slice(r0, None), first=j == 0)
+    if skip:  # the visible products only: the row's extreme logits, unscaled
+        some = state.n >= 1
+        size = torch.maximum(state.m.abs(), state.low.abs()) / abs(c) if c else math.nan
+        raw = torch.where(some, size, 0.0)
+    return state.per_head(_per_head(raw[None], group, "max")[0], group)
 
 
 @torch.no_grad()
@@ -175,7 +201,7 @@ def head_stats_of_logits(
     *,
     masked: torch.Tensor | None = None,
     raw: torch.Tensor | None = None,
-    chunk: int = 128,
+    chunk: int | None = None,
 ) -> HeadStats:
     """The same statistics from softmax inputs that already exist, (..., heads, L, S).
 
@@ -187,31 +213,43 @@ def head_stats_of_logits(
     *batch, heads, length, keys = logits.shape
     work = torch.float64 if logits.dtype == torch.float64 else torch.float32
     x = logits.detach().reshape(-1, heads, length, keys)
+    if chunk is None:
+        chunk = _default_chunk(keys, x.shape[0] * heads * length)
     masks = _Masks(
-        None if masked is None else ~masked, False, batch, heads, heads, length, x.device, work
+        None if masked is None else ~_collapsed(masked),
+        False,
+        batch,
+        heads,
+        heads,
+        length,
+        x.device,
+        work,
     )
     state = _Rows.empty(x.shape[:-1], work, x.device)
     for j in range(0, keys, chunk):
         cols = slice(j, min(j + chunk, keys))
-        xj = x[..., cols].to(work)
-        bias, visible = masks.chunk(cols)
-        bad = ~torch.isfinite(xj)
-        if bool(bad.any()):  # -inf entries are masked; NaN and +inf are left out as well
+        xj = x[..., cols].to(work, copy=True)  # the state's own copy: changed in place
+        bias, visible = masks.chunk(cols, 0)
+        # -inf entries are masked; NaN and +inf are left out as well (the row extremes tell
+        # whether there are any without a pass that makes a tensor of the chunk's size)
+        if not bool(torch.isfinite(torch.stack([xj.amax(-1), xj.amin(-1)])).all()):
+            bad = ~torch.isfinite(xj)
             extra = torch.zeros_like(xj).masked_fill_(bad, -math.inf)
             bias = extra if bias is None else bias + extra
             visible = (bias > -math.inf).sum(-1)
-            xj = xj.masked_fill(bad, 0.0)
-        state.add(xj, bias, None, None, keys=visible, first=j == 0)
+            xj.masked_fill_(bad, 0.0)
+        state.add(xj, bias, None, None, keys=visible, rows=slice(None), first=j == 0)
     if raw is None:
         size = torch.full((heads,), math.nan, dtype=torch.float64)
     else:
-        size = raw.detach().abs().reshape(-1, heads, length * keys).amax(dim=(0, 2)).double()
+        r = raw.detach().reshape(-1, heads, length * keys)  # no |raw| of the logits' size
+        size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
     return state.per_head(size, 1)
 
 
 class _Masks:
     """The mask of each key chunk as an additive bias (0 or -inf, or the float mask's values)
-    at the mask's own shape, which broadcasts against the (B, kv_heads, group · L, c)
+    at the mask's own shape, which broadcasts against the (B, kv_heads, L · group, c)
     logits: a full-size boolean mask is slow to apply on a CPU, a broadcast add is not."""
 
     def __init__(
@@ -227,7 +265,8 @@ class _Masks:
     ) -> None:
         self.is_causal, self.dtype, self.kv_heads = is_causal, dtype, kv_heads
         self.group, self.length = heads // kv_heads, length
-        self.rows = torch.arange(length, device=device).repeat(self.group)  # query of each row
+        # the query position of each row
+        self.rows = torch.arange(length, device=device).repeat_interleave(self.group)
         self.mask = None
         if mask is not None:
             m = mask.reshape((1,) * (len(batch) + 3 - mask.dim()) + tuple(mask.shape))
@@ -237,8 +276,9 @@ class _Masks:
             self.mask = m.reshape(-1, *m.shape[len(batch) :])  # (B or 1, heads or 1, L or 1, S)
         self.masked_value = _mask_value(mask)
 
-    def chunk(self, cols: slice) -> tuple[torch.Tensor | None, torch.Tensor | int]:
-        """The bias of keys ``cols``, and the visible keys per row (a count, or a tensor)."""
+    def chunk(self, cols: slice, r0: int) -> tuple[torch.Tensor | None, torch.Tensor | int]:
+        """The bias of keys ``cols`` for the rows from ``r0``, and the visible keys per row
+        (a count, or a tensor)."""
         width = cols.stop - cols.start
         bias = None
         if self.mask is not None:
@@ -250,21 +290,34 @@ class _Masks:
             else:
                 bias = m.to(self.dtype).masked_fill(m == self.masked_value, -math.inf)
             bias = self._rows(bias)
+            if bias.shape[-2] > 1:
+                bias = bias[..., r0:, :]
         if self.is_causal:
-            cols_idx = torch.arange(cols.start, cols.stop, device=self.rows.device)
-            causal = torch.zeros(len(self.rows), width, dtype=self.dtype, device=self.rows.device)
-            causal.masked_fill_(cols_idx[None, :] > self.rows[:, None], -math.inf)
-            bias = causal if bias is None else bias + causal
+            query = self.rows[r0:, None]
+            cols_idx = torch.arange(cols.start, cols.stop, device=query.device)
+            if bias is None:
+                # rows at or past the chunk's last key see all of it: the bias covers the
+                # rows before them, and the visible count needs no pass over the chunk
+                partial = query[query[:, 0] < cols.stop - 1]
+                causal = torch.zeros(len(partial), width, dtype=self.dtype, device=query.device)
+                causal.masked_fill_(cols_idx[None, :] > partial, -math.inf)
+                visible = (query[:, 0] - cols.start + 1).clamp(0, width)
+                return (causal if len(partial) else None), visible
+            causal = torch.zeros(len(query), width, dtype=self.dtype, device=query.device)
+            bias = bias + causal.masked_fill_(cols_idx[None, :] > query, -math.inf)
         if bias is None:
             return None, width
         return bias, (bias > -math.inf).sum(-1)
 
     def _rows(self, bias: torch.Tensor) -> torch.Tensor:
-        """(B', heads or 1, L or 1, c) -> (B', kv_heads or 1, group · L or 1, c)."""
+        """(B', heads or 1, L or 1, c) -> (B', kv_heads or 1, L · group or 1, c)."""
         b, h, rows, c = bias.shape
         if h == 1:
-            return bias if rows == 1 else bias.repeat(1, 1, self.group, 1)
-        return bias.broadcast_to(b, h, self.length, c).reshape(b, self.kv_heads, -1, c)
+            return bias if rows == 1 else bias.repeat_interleave(self.group, dim=2)
+        bias = bias.reshape(b, self.kv_heads, self.group, rows, c).transpose(2, 3)
+        return bias.broadcast_to(b, self.kv_heads, self.length, self.group, c).reshape(
+            b, self.kv_heads, -1, c
+        )
 
 
 class _Rows:
@@ -284,11 +337,9 @@ class _Rows:
 
     @classmethod
     def empty(cls, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> _Rows:
-        def full(v: float) -> torch.Tensor:
-            return torch.full(shape, v, dtype=dtype, device=device)
-
         inf = math.inf
-        return cls(full(-inf), full(0.0), full(0.0), full(inf), full(0.0), full(-inf))
+        start = torch.tensor([-inf, 0.0, 0.0, inf, 0.0, -inf], dtype=dtype, device=device)
+        return cls(*start.reshape(6, *[1] * len(shape)).repeat(1, *shape).unbind())
 
     def add(
         self,
@@ -298,55 +349,78 @@ class _Rows:
         low: torch.Tensor | None,
         *,
         keys: torch.Tensor | int,
+        rows: slice,
         first: bool,
     ) -> None:
-        """Fold one chunk of logits (..., rows, c) into the state: ``bias`` (0 or -inf where
-        masked, or a float mask's values) is added, ``high`` and ``low`` are the chunk's row
-        extremes where already known, ``keys`` the visible keys per row."""
-        xm = x if bias is None else x + bias  # masked: -inf
+        """Fold one chunk of logits (..., rows, c) of the rows ``rows`` into the state.
+
+        ``x`` is used up: every full-size pass runs in place on it (a new tensor of that size
+        costs more than the pass). ``bias`` (0 or -inf where masked, or a float mask's
+        values) is added, ``high`` and ``low`` are the chunk's row extremes where already
+        known, ``keys`` the visible keys per row.
+        """
+        if bias is not None:
+            # a bias with fewer rows than x covers its first rows; the others see every key
+            part = bias.shape[-2] if bias.dim() >= 2 and bias.shape[-2] > 1 else x.shape[-2]
+            head = x[..., :part, :]
+            if low is None:  # the smallest visible entry: masked ones read as +inf
+                low = (head + torch.where(bias == -math.inf, math.inf, bias)).amin(-1)
+                if part < x.shape[-2]:
+                    low = torch.cat([low, x[..., part:, :].amin(-1)], -1)
+            head.add_(bias)  # masked: -inf
         if first:
-            self.first = xm[..., 0].clone()
-        high = xm.amax(-1) if high is None else high
-        if low is None and bias is None:
+            self.first[..., rows] = x[..., 0]
+        if high is None:
+            high = x.amax(-1)
+        if low is None:
             low = x.amin(-1)
-        elif low is None:  # min over the visible entries: -max(-(x + bias)), masked at -inf
-            assert bias is not None
-            low = (torch.where(bias == -math.inf, -math.inf, -bias) - x).amax(-1).neg_()
-        self.low = torch.minimum(self.low, low)
-        self.n = self.n + keys
-        m_new = torch.maximum(self.m, high)
+        self.low[..., rows] = torch.minimum(self.low[..., rows], low)
+        self.n[..., rows] += keys
+        m, s, t = self.m[..., rows], self.s[..., rows], self.t[..., rows]
+        m_new = torch.maximum(m, high)
         ref = torch.where(torch.isinf(m_new), 0.0, m_new)  # rows with nothing visible yet
         # rescale the running sums to the new max; (m - ref) * s is 0 where s is 0
-        shift = (self.m - ref).clamp_min(-_EXP_FLOOR)
+        shift = (m - ref).clamp_min(-_EXP_FLOOR)
         decay = shift.exp()
-        self.t = decay * (self.t + torch.where(self.s > 0, shift * self.s, 0.0))
-        self.s = decay * self.s
+        t_new = decay * (t + torch.where(s > 0, shift * s, 0.0))
+        s_new = decay * s
         # masked entries (-inf) and those far below the max are raised to e^-80: lost against
         # a row sum >= 1, and exp is much slower on CPU where its result underflows
-        xc = (xm - ref.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
+        xc = x.sub_(ref.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
         e = xc.exp()
-        self.s = self.s + e.sum(-1)
-        self.t = self.t + torch.linalg.vecdot(e, xc)
-        self.m = m_new
+        self.s[..., rows] = s_new + e.sum(-1)
+        self.t[..., rows] = t_new + e.mul_(xc).sum(-1)
+        self.m[..., rows] = m_new
 
     def per_head(self, raw: torch.Tensor, group: int) -> HeadStats:
         """Reduce the rows to one value per query head (``raw``: max |q·k| per head)."""
         live, some = self.n >= 2, self.n >= 1
-        s = self.s.clamp_min(1e-300)
-        lse = self.m + s.log()
-        ent = torch.where(live, (s.log() - self.t / s) / self.n.clamp_min(2).log(), 0.0)
+        log_s = self.s.log()  # rows that see a key have s >= 1
+        lse = self.m + log_s
+        ent = torch.where(live, (log_s - self.t / self.s) / self.n.clamp_min(2).log(), 0.0)
         p_first = torch.where(some, (self.first - lse).exp(), 0.0)
-        n_live, n_some = _per_head(live, group, "sum"), _per_head(some, group, "sum")
+        inf = math.inf
+        # one reduction per kind, over the statistics stacked on a leading axis
+        ent_sum, lse_sum, first_sum, n_live, n_some, n_masked = _per_head(
+            torch.stack([ent, torch.where(some, lse, 0.0), p_first, live, some, ~some]),
+            group,
+            "sum",
+        )
+        high, neg_low = _per_head(
+            torch.stack([torch.where(some, self.m, -inf), torch.where(some, -self.low, -inf)]),
+            group,
+            "max",
+        )
         return HeadStats(
-            max_logit=_per_head(torch.where(some, self.m, -math.inf), group, "max"),
-            min_logit=_per_head(torch.where(some, self.low, math.inf), group, "min"),
+            max_logit=high,
+            min_logit=-neg_low,
             max_abs_qk=raw,
-            entropy=_mean(_per_head(ent, group, "sum"), n_live),
-            lse=_mean(_per_head(torch.where(some, lse, 0.0), group, "sum"), n_some),
-            first_key_weight=_mean(_per_head(p_first, group, "sum"), n_some),
+            entropy=_mean(ent_sum, n_live),
+            lse=_mean(lse_sum, n_some),
+            first_key_weight=_mean(first_sum, n_some),
             rows=n_some,
             entropy_rows=n_live,
-            masked=_per_head(~some, group, "sum"),
+            masked=n_masked,
         )
 
 
@@ -356,13 +430,25 @@ def _mean(total: torch.Tensor, n: torch.Tensor) -> torch.Tensor:
 
 
 def _per_head(t: torch.Tensor, group: int, op: str) -> torch.Tensor:
-    """(B, kv_heads, group · L) -> (heads,) in float64, by max, min or sum over batch and rows."""
-    t = t.reshape(t.shape[0], t.shape[1] * group, -1).double()
-    if op == "max":
-        return t.amax(dim=(0, 2))
-    if op == "min":
-        return t.amin(dim=(0, 2))
-    return t.sum(dim=(0, 2))
+    """(n, B, kv_heads, L · group) -> (n, heads) in float64, by max or sum over batch and rows."""
+    n, b, kv, _ = t.shape
+    t = t.reshape(n, b, kv, -1, group).transpose(3, 4).reshape(n, b, kv * group, -1).double()
+    return t.amax(dim=(1, 3)) if op == "max" else t.sum(dim=(1, 3))
+
+
+def _default_chunk(keys: int, rows: int) -> int:
+    """Keys per chunk: at most ``_CHUNK_VALUES`` logits, in chunks of nearly equal size."""
+    widest = max(1, _CHUNK_VALUES // max(1, rows))
+    return math.ceil(keys / math.ceil(keys / widest)) if keys else 1
+
+
+def _collapsed(t: torch.Tensor) -> torch.Tensor:
+    """``t`` with its broadcast axes (stride 0, as ``expand`` makes them) cut to size 1: a
+    mask expanded to the logits' shape is applied at its own size."""
+    for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
+        if stride == 0 and size > 1:
+            t = t.narrow(dim, 0, 1)
+    return t
 
 
 def _mask_value(mask: torch.Tensor | None) -> float:
@@ -377,7 +463,7 @@ def _mask_value(mask: torch.Tensor | None) -> float:
 
 
 def _checked(
-    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, chunk: int
+    q: torch.Tensor, k: torch.Tensor, mask: torch.Tensor | None, chunk: int | None
 ) -> tuple[torch.Tensor, torch.Tensor]:
     for name, t in (("q", q), ("k", k)):
         if not isinstance(t, torch.Tensor) or t.dim() < 3 or not t.is_floating_point():
@@ -408,5 +494,6 @@ def _checked(
             raise ValueError(
                 f"attn_mask of shape {tuple(mask.shape)} does not broadcast to (..., heads, L, S) = {target}"
             ) from None
-    _checks.positive_int(chunk, "chunk")
+    if chunk is not None:
+        _checks.positive_int(chunk, "chunk")
     return q.detach(), k.detach()
