@@ -65,7 +65,7 @@ def one_legend(fig: Figure, *, ncols: int = 4) -> None:
         )
 
 
-def _vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
+def vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
     """Grey vertical lines at the given x positions, named in the legend.
 
     Grey, so they never share a colour with a curve or a band, and labelled in the legend rather
@@ -346,7 +346,7 @@ def plot_jacobian_norm_vs_sigma(
     ax.fill_between(x, lo, hi, color=GREYS[2], alpha=0.35, linewidth=0, label="10-90% of rows")
     ax.plot(x, v.mean(axis=1), "-", color=GREYS[0], linewidth=1.8, label="mean")
     ax.plot(x, med, "--", color=GREYS[1], linewidth=1.6, label="median")
-    _vmarks(ax, marks)
+    vmarks(ax, marks)
     ax.set_xscale("log", base=2)
     ax.set_xlabel("$\\sigma$, standard deviation of the logits")
     ax.set_ylabel(ylabel)
@@ -447,7 +447,7 @@ def plot_entropy_vs_temperature(
         ax.plot(t, y, color=GREYS[k % 2], linewidth=1.8, label=label)  # statistics: greys
     if log_n is not None:
         ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
-    _vmarks(ax, marks)
+    vmarks(ax, marks)
     ax.set_xscale("log")
     ax.set_xlabel("temperature $T$")
     ax.set_ylabel("entropy $H$ (nats)")
@@ -488,7 +488,7 @@ def plot_saturation_vs_sigma(
         if y.shape != x.shape:
             raise ValueError(f"fractions[{label!r}] must have the length of sigmas, {x.size}")
         ax.plot(x, y, "o-", color=ordered_colour(k, len(fractions)), markersize=3, label=label)
-    _vmarks(ax, marks)
+    vmarks(ax, marks)
     ax.set_xscale("log", base=2)
     ax.set_ylim(-0.02, 1.02)
     ax.set_xlabel("$\\sigma$, standard deviation of the logits")
