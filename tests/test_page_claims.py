@@ -6,6 +6,7 @@ change of method or seed that turns a sentence false fails here, not in a reader
 
 from __future__ import annotations
 
+import itertools
 import runpy
 from pathlib import Path
 from typing import Any
@@ -28,12 +29,12 @@ def bfloat16() -> dict[str, Any]:
 
 
 def test_bfloat16_fused_kernels_have_no_peak(bfloat16: dict[str, Any]) -> None:
-    """"In a fused kernel the error does not grow with sigma ... about 1e-3 while rows are
+    """ "In a fused kernel the error does not grow with sigma ... about 1e-3 while rows are
     soft"; "at sigma ~ 1 eager bf16 is not much worse; the gap opens as sigma grows"."""
     mean, sigmas = bfloat16["mean"], bfloat16["SIGMAS"]
     fused, eager = mean[bfloat16["fused"]], mean[bfloat16["eager_bf16"]]
     assert not bfloat16["rises"]
-    assert all(b <= a for a, b in zip(fused, fused[1:], strict=False))
+    assert all(b <= a for a, b in itertools.pairwise(fused))
     assert 3e-4 < fused[sigmas.index(1.0)] < 3e-3
     i1, i32 = sigmas.index(1.0), sigmas.index(32.0)
     assert eager[i1] / fused[i1] < 3 < 30 < eager[i32] / fused[i32]
