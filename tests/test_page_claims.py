@@ -17,15 +17,20 @@ import pytest
 ROOT = Path(__file__).parents[1]
 
 
-@pytest.fixture(scope="module")
-def bfloat16() -> dict[str, Any]:
+def _run(script: str) -> dict[str, Any]:
+    """The globals of an example script after it ran, as the build runs it."""
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     try:
-        return runpy.run_path(str(ROOT / "examples/03_normalization/plot_06_bfloat16.py"))
+        return runpy.run_path(str(ROOT / script))
     finally:
         plt.close("all")
+
+
+@pytest.fixture(scope="module")
+def bfloat16() -> dict[str, Any]:
+    return _run("examples/03_normalization/plot_06_bfloat16.py")
 
 
 def test_bfloat16_fused_kernels_have_no_peak(bfloat16: dict[str, Any]) -> None:
@@ -68,3 +73,31 @@ def test_bfloat16_softmax_at_every_step_adds_error(bfloat16: dict[str, Any]) -> 
     naive, eager = bfloat16["naive"], bfloat16["eager_bf16"]
     assert mean[naive][i1] > 1.3 * mean[eager][i1]
     assert sums[naive][i1] > 3 * sums[eager][i1]
+
+
+@pytest.fixture(scope="module")
+def lengths() -> dict[str, Any]:
+    return _run("examples/02_softmax/plot_05_sequence_length.py")
+
+
+def test_sequence_length_fixed_scale_fades(lengths: dict[str, Any]) -> None:
+    """At a fixed scale H/log n rises towards 1 and the best key's weight falls; the large-n
+    prediction tracks the measurement."""
+    entropy, largest = lengths["entropy"]["fixed scale"], lengths["largest"]["fixed scale"]
+    assert all(b > a for a, b in itertools.pairwise(entropy))
+    assert all(b < a for a, b in itertools.pairwise(largest))
+    assert lengths["gap"] < 0.05
+
+
+def test_sequence_length_fixes(lengths: dict[str, Any]) -> None:
+    """Log-n scaling moves the entropy away from its ceiling and the best key's weight falls by
+    a far smaller factor; YaRN is the fixed scale up to n0 and then keeps about its weight."""
+    entropy, largest, at_n0 = lengths["entropy"], lengths["largest"], lengths["at_n0"]
+    log_n, yarn, fixed = "log-n scaling, SSMax", "YaRN", "fixed scale"
+    assert entropy[log_n][-1] < entropy[log_n][at_n0] < entropy[log_n][0]
+    fall = {k: largest[k][0] / largest[k][-1] for k in (fixed, log_n)}
+    assert fall[log_n] * 5 < fall[fixed]
+    assert entropy[yarn][: at_n0 + 1] == entropy[fixed][: at_n0 + 1]
+    assert 0.5 < largest[yarn][-1] / largest[yarn][at_n0] < 2
+    n = lengths["LENGTHS"]
+    assert all(lengths["yarn"](m) > lengths["log_n"](m) for m in n[at_n0 + 1 :])
