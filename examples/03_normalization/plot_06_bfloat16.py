@@ -17,6 +17,7 @@ MARKS = {"scaled, any $d_k$": 1.0, "unscaled, $d_k = 64$": 8.0, "unscaled, $d_k 
 
 import matplotlib.pyplot as plt
 import torch
+from torch.nn import functional as F
 
 import attnscale
 from attnscale._docs import figures, style
@@ -209,6 +210,35 @@ print(
 )
 for name in pipelines:
     print(f"{name:<36} mean |sum of weights - 1| at sigma 1: {sum_error[name][i1]:.1e}")
+
+# %%
+# ## The simulated kernel, against torch's own
+#
+# torch's CPU build has a fused flash-attention kernel for bf16, so the model of the fused
+# kernel above can be checked on the real one. With keys and values equal to the identity
+# matrix and `scale=1.0`, the logits are the queries themselves and the output row is the
+# weight row, so the kernel's output is its $P$. Its output is a bf16 tensor: one more rounding,
+# of the normalised weights, which the simulation applies too in the last column. Queries
+# rounded to bf16 are the inputs; the reference is the float64 softmax of those same values.
+
+identity = torch.eye(KEYS, dtype=torch.bfloat16)[None, None]  # (1, 1, keys, keys)
+print(f"{'sigma':>6} {'kernel':>10} {'simulated':>10} {'simulated + output to bf16':>27}")
+kernel_vs_model = []
+for sigma in SIGMAS:
+    q = (sigma * z).bfloat16()  # (rows, keys): the logits, as bf16 inputs give them
+    exact = torch.softmax(q.double(), dim=-1)
+    out = F.scaled_dot_product_attention(q[None, None], identity, identity, scale=1.0)[0, 0]
+    simulated = fused_kernel(q.double())
+    errors = [
+        (w.double() - exact).abs().sum(dim=-1).mean().item()
+        for w in (out, simulated, simulated.bfloat16())
+    ]
+    kernel_vs_model.append(errors[0] / errors[2])
+    print(f"{sigma:>6g} {errors[0]:>10.2e} {errors[1]:>10.2e} {errors[2]:>27.2e}")
+print(
+    "kernel / simulation with its output rounding: "
+    f"{min(kernel_vs_model):.3f} to {max(kernel_vs_model):.3f}"
+)
 
 # %%
 # ## No overflow, but no resolution either
