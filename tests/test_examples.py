@@ -18,6 +18,13 @@ def test_examples_exist():
     assert EXAMPLES, "no gallery scripts found"
 
 
+def test_example_file_names_are_unique() -> None:
+    """mkdocs-gallery names its outputs after the file alone: two scripts of one name in two
+    sections break links, and the strict build stops on its warning."""
+    names = [p.name for p in EXAMPLES]
+    assert len(names) == len(set(names)), sorted(n for n in names if names.count(n) > 1)
+
+
 @pytest.mark.parametrize("script", EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_example_has_a_plain_title(script: Path) -> None:
     """The title is a Markdown H1 without math: navigation and cards show it as raw text."""

@@ -106,3 +106,29 @@ def test_sequence_length_fixes(lengths: dict[str, Any]) -> None:
 def test_bfloat16_simulated_kernel_is_torchs(bfloat16: dict[str, Any]) -> None:
     """torch's CPU flash kernel moves the mass the simulation (with its output rounding) does."""
     assert all(0.98 < r < 1.02 for r in bfloat16["kernel_vs_model"])
+
+
+@pytest.fixture(scope="module")
+def conventions() -> dict[str, Any]:
+    return _run("examples/03_normalization/plot_07_scale_conventions.py")
+
+
+def test_scale_conventions_mla_is_one_logit_over_192_components(
+    conventions: dict[str, Any],
+) -> None:
+    expanded, absorbed = conventions["expanded"], conventions["absorbed"]
+    assert (expanded - absorbed).abs().max() < 1e-10
+    assert 0.9 < expanded.var().item() / 192 < 1.1
+
+
+def test_scale_conventions_mup_keeps_the_pattern_across_widths(
+    conventions: dict[str, Any],
+) -> None:
+    """Under 1/d_k the weight on the matching key does not move with the head size; under
+    1/sqrt(d_k) it rises towards 1."""
+    weights = conventions["weights"]
+    for rho in conventions["RHOS"]:
+        flat, rising = weights[("1/d_k", rho)], weights[("1/sqrt(d_k)", rho)]
+        assert max(flat) / min(flat) < 1.1
+        assert all(b >= a - 0.01 for a, b in itertools.pairwise(rising))
+        assert rising[-1] > 5 * rising[0] or rising[-1] > 0.99
