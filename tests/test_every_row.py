@@ -362,3 +362,51 @@ def test_all_rows_on_flex_attention_match_brute_force() -> None:
     ent = -(p * p.clamp_min(1e-30).log()).sum(-1)[..., 1:] / keys[1:].log()  # rows with >= 2
     assert heads["max_logit"] == pytest.approx(s.amax((0, 2, 3)).tolist(), rel=1e-5)
     assert heads["entropy"] == pytest.approx(ent.mean((0, 2)).tolist(), rel=1e-4)
+
+
+def test_all_rows_leaves_learned_sink_columns_out_of_the_keys() -> None:
+    """GPT-OSS-style attention: a learned logit per head is joined to the scores before the
+    softmax. The per-head statistics are over the keys (the column is not a q·k product), and
+    the product's own shape gives max |q·k| (it crashed on the longer rows)."""
+    heads, length, d = 2, 12, 8
+
+    class WithSink(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.sink = nn.Parameter(torch.tensor([50.0, -3.0]))
+
+        def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(d)
+            column = self.sink.view(1, heads, 1, 1).expand(1, heads, length, 1)
+            return torch.softmax(torch.cat([column, scores], dim=-1), dim=-1)
+
+    q, k = _qk(heads=heads, kv_heads=heads, length=length, keys=length, d=d)
+    q, k = q[:1], k[:1]
+    module = WithSink()
+    with torch.no_grad(), AttentionMonitor(module, all_rows=True) as monitor:
+        module(q, k)
+    report = monitor.report()
+    assert not report.codes("info") & {"monitor-error"}, str(report)
+    got = report.records[0].last.heads
+    ref = _brute(q, k, d**-0.5, torch.ones(1, dtype=torch.bool))
+    assert got["max_logit"] == pytest.approx(ref["max_logit"].tolist(), rel=1e-5)
+    assert got["entropy"] == pytest.approx(ref["entropy"].tolist(), rel=1e-5)
+    assert got["max_abs_qk"] == pytest.approx(ref["max_abs_qk"].tolist(), rel=1e-5)
+
+
+def test_sampled_statistics_give_each_heads_entropy_and_first_key_weight() -> None:
+    from attnscale.monitor.stats import logit_stats
+
+    gen = torch.Generator().manual_seed(5)
+    x = 3 * torch.randn(2, 3, 6, 9, generator=gen)
+    x[:, 1, :, 0] += 20  # head 1: a sink on key 0
+    out = logit_stats(x, mask_value=-1e4, saturation=0.99)
+    p = torch.softmax(x.double(), -1)
+    ent = torch.special.entr(p).sum(-1) / math.log(9)
+    assert out["head_normalized_entropy"] == pytest.approx(
+        ent.mean(dim=(0, 2)).tolist(), rel=1e-5, abs=1e-6
+    )
+    assert out["head_first_key_weight"] == pytest.approx(
+        p[..., 0].mean(dim=(0, 2)).tolist(), rel=1e-5
+    )
+    assert out["head_first_key_weight"][1] > 0.99

@@ -217,3 +217,27 @@ def test_a_bug_in_every_layer_is_one_finding_at_one_severity() -> None:
     assert report.record(finding.where).last.logit_std > THRESHOLDS["max_logit_std"]
     assert "Seen at 12 sites ({0-11})" in finding.message
     assert "12 sites: {0-11}" in str(report)
+
+
+def test_a_sink_head_is_not_entropy_collapse() -> None:
+    """A head that parks its mass on the first key has a low entropy by construction
+    (attention sinks, Xiao et al. 2023): an info finding, and the collapse check reads the
+    other heads only."""
+    sink = _stats(
+        min_head_normalized_entropy=0.04,
+        head_normalized_entropy=(0.9, 0.04, 0.85, 0.9),
+        head_first_key_weight=(0.05, 0.93, 0.04, 0.05),
+    )
+    codes = _codes(diagnose("a", sink, THRESHOLDS))
+    assert codes == {"attention-sink": "info"}
+    finding = next(f for f in diagnose("a", sink, THRESHOLDS) if f.code == "attention-sink")
+    assert "head 1: 0.93" in finding.message
+    # a collapsed head beside the sink is still a collapse
+    both = dataclasses.replace(sink, head_normalized_entropy=(0.9, 0.04, 0.1, 0.9))
+    assert _codes(diagnose("a", both, THRESHOLDS)) == {
+        "attention-sink": "info",
+        "entropy-collapse": "warning",
+    }
+    # without per-head numbers (an older report) the minimum over heads decides, as before
+    old = dataclasses.replace(sink, head_normalized_entropy=None, head_first_key_weight=None)
+    assert _codes(diagnose("a", old, THRESHOLDS)) == {"entropy-collapse": "error"}

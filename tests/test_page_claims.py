@@ -132,3 +132,24 @@ def test_scale_conventions_mup_keeps_the_pattern_across_widths(
         assert max(flat) / min(flat) < 1.1
         assert all(b >= a - 0.01 for a, b in itertools.pairwise(rising))
         assert rising[-1] > 5 * rising[0] or rising[-1] > 0.99
+
+
+@pytest.fixture(scope="module")
+def sinks() -> dict[str, Any]:
+    return _run("examples/05_debugging/plot_11_attention_sinks.py")
+
+
+def test_attention_sinks(sinks: dict[str, Any]) -> None:
+    """A sink token sets the max logit (growing with n, under tau = 100) and lowers the entropy
+    under the collapse threshold; the monitor calls it a sink, and a sink column changes
+    neither number."""
+    import attnscale
+
+    lengths, plain = sinks["LENGTHS"], sinks["plain_max"]
+    for p, logits in sinks["sink_logit"].items():
+        assert all(b > a for a, b in itertools.pairwise(logits)), p
+        assert all(s > m for s, m in zip(logits, plain, strict=True))
+        assert max(logits) < attnscale.THRESHOLDS["max_logit"]
+    assert max(sinks["entropy"][0.9]) < attnscale.THRESHOLDS["normalized_entropy"]
+    assert len(lengths) == len(plain)
+    assert sinks["found"] == {"sink token": ["attention-sink"], "sink column": []}

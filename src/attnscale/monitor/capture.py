@@ -406,7 +406,7 @@ class Capture(TorchFunctionMode):
             q_rows=self.sample(q_rows, q_rows.dim() - 2) / product.q_prescale,
             k_rows=self.sample(k_rows) / product.k_prescale,
             heads=lambda: head_stats_of_logits(
-                x, masked=x <= self.mask_value if mask is None else full_mask, raw=product.out
+                x, masked=_masked(x, full_mask, sink, self.mask_value), raw=product.out
             ),
             **read,
         )
@@ -648,6 +648,15 @@ def _operands(
         return None
     factor = value(kwargs.get("alpha", args[4] if len(args) > 4 else 1)) if first else 1.0
     return a, b, int(a.shape[-1]), factor, a, b.transpose(-2, -1)
+
+
+def _masked(
+    x: torch.Tensor, mask: torch.Tensor | None, sink: torch.Tensor | None, mask_value: float
+) -> torch.Tensor:
+    """The entries of ``x`` outside the keys: masked (by the mask tensor, or at or below
+    ``mask_value`` where there is none) or a sink column, as in the sampled statistics."""
+    masked = x <= mask_value if mask is None else mask
+    return masked if sink is None else masked | sink
 
 
 def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:

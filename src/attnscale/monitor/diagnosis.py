@@ -28,6 +28,7 @@ GUIDE_PAGES = {
     "scale-mismatch": "plot_01_scale_bugs/",
     "large-logits": "plot_02_soft_cap/",
     "entropy-collapse": "plot_04_entropy_collapse/",
+    "attention-sink": "plot_11_attention_sinks/",
     "masked-rows": "plot_08_masking/",
     "leaky-mask": "plot_08_masking/",
     "non-finite": "plot_03_fp16_overflow/",
@@ -62,6 +63,9 @@ THRESHOLDS: dict[str, float] = {
     "saturated_fraction": 0.1,
     # entropy-collapse: a head's mean entropy / log(n) below this (warning; error at 1/4)
     "normalized_entropy": 0.2,
+    # attention-sink: a head whose mean weight on the first key is at least this parks its
+    # mass there (Xiao et al. 2023); its low entropy is not read as collapse
+    "sink_weight": 0.5,
     # fp16-overflow-risk: warn when max |q.k| is within this factor of 65504
     "fp16_headroom": 8.0,
     # where no mask tensor is in sight, logits at or below this are treated as masked
@@ -466,13 +470,28 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
             )
         )
     ent = th["normalized_entropy"]
-    if math.isfinite(s.min_head_normalized_entropy) and s.min_head_normalized_entropy < ent:
+    lowest, sinks = _entropy_without_sinks(s, th["sink_weight"])
+    if sinks:
+        out.append(
+            Finding(
+                "attention-sink",
+                "info",
+                where,
+                f"{len(sinks)} head(s) put most of their weight on the first key "
+                f"({_heads_and_weights(sinks)}; mean weight per head) "
+                f"(threshold sink_weight {th['sink_weight']:.2g}): attention sinks (Xiao et al. "
+                f"2023, arXiv:2309.17453), a pattern trained models learn to park the mass a "
+                f"head does not need. Their entropy is low by construction and is not read as "
+                f"entropy collapse. {_link('attention-sink')}",
+            )
+        )
+    if math.isfinite(lowest) and lowest < ent:
         out.append(
             Finding(
                 "entropy-collapse",
-                "error" if s.min_head_normalized_entropy < ent / 4 else "warning",
+                "error" if lowest < ent / 4 else "warning",
                 where,
-                f"Measured entropy down to {s.min_head_normalized_entropy:.3g} of log(n) in a "
+                f"Measured entropy down to {lowest:.3g} of log(n) in a "
                 f"head (mean over heads {s.normalized_entropy:.3g}; mean max probability "
                 f"{s.max_probability:.3g}): rows are near one-hot. Entropy collapse goes with "
                 f"unstable training (Zhai et al. 2023, arXiv:2303.06296) unless the task "
@@ -481,6 +500,26 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
             )
         )
     return out
+
+
+def _heads_and_weights(sinks: list[tuple[int, float]], most: int = 6) -> str:
+    """'head 0: 0.91, head 3: 0.88' for the first ``most`` sinks, then how many more."""
+    shown = ", ".join(f"head {h}: {w:.2g}" for h, w in sinks[:most])
+    return shown + (f" and {len(sinks) - most} more" if len(sinks) > most else "")
+
+
+def _entropy_without_sinks(
+    s: AttentionStats, sink_weight: float
+) -> tuple[float, list[tuple[int, float]]]:
+    """The lowest per-head normalised entropy among the heads that are not attention sinks,
+    and the sinks (head, mean weight on the first key)."""
+    entropies, firsts = s.head_normalized_entropy, s.head_first_key_weight
+    if entropies is None or firsts is None or len(entropies) != len(firsts):
+        return s.min_head_normalized_entropy, []
+    sinks = [(h, w) for h, w in enumerate(firsts) if math.isfinite(w) and w >= sink_weight]
+    sink_heads = {h for h, _ in sinks}
+    rest = [e for h, e in enumerate(entropies) if h not in sink_heads and math.isfinite(e)]
+    return (min(rest) if rest else math.inf), sinks
 
 
 def _peak_head(s: AttentionStats) -> tuple[float, int | None]:

@@ -242,7 +242,8 @@ def head_stats_of_logits(
     if raw is None:
         size = torch.full((heads,), math.nan, dtype=torch.float64)
     else:
-        r = raw.detach().reshape(-1, heads, length * keys)  # no |raw| of the logits' size
+        # the product's own shape: sink columns may follow it in the logits
+        r = raw.detach().reshape(-1, heads, raw.shape[-2] * raw.shape[-1])  # no |raw| copy
         size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
     return state.per_head(size, 1)
 

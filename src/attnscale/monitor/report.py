@@ -70,6 +70,9 @@ class AttentionStats:
     factor on the way was computed from a parameter (a learnable temperature). Key columns
     joined to the scores as attention sinks (``torch.cat`` with columns that are not
     q·k) are left out of the key set; ``sink_share`` is the mean probability they take.
+    ``head_normalized_entropy`` and ``head_first_key_weight`` hold, per head, the mean
+    normalised entropy and the mean weight on key 0 over the sampled rows: a head that puts
+    most of its mass on the first key is an attention sink, not a collapsed head.
 
     ``qk_norm_cv`` is how much the row norms of q and k vary (their larger coefficient of
     variation): about 0 when q and k are normalised per head (QK-norm, cosine attention).
@@ -124,6 +127,8 @@ class AttentionStats:
     scale_per_head: tuple[float, ...] | None = None
     scale_learned: bool = False
     sink_share: float | None = None
+    head_normalized_entropy: tuple[float, ...] | None = None
+    head_first_key_weight: tuple[float, ...] | None = None
     qk_norm_cv: float | None = None
     logit_bound: float | None = None
     keys: int | None = None

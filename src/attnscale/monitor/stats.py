@@ -150,8 +150,9 @@ def _zero(x: torch.Tensor) -> torch.Tensor:
 
 def _probabilities(
     xm: torch.Tensor, top: torch.Tensor, count: torch.Tensor, saturation: float
-) -> dict[str, float]:
-    """Entropy, largest probability and saturation of the softmax over the valid keys.
+) -> dict[str, Any]:
+    """Entropy, largest probability and saturation of the softmax over the valid keys, and per
+    head the mean normalized entropy and weight on key 0.
 
     ``xm`` holds the logits with every invalid entry at -inf, ``top`` their row maxima.
     """
@@ -165,20 +166,22 @@ def _probabilities(
     xc = (xm - top.masked_fill(top == -math.inf, 0.0)).clamp_min_(-_EXP_FLOOR)
     e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
     total = e.sum(-1).clamp_min(1.0)  # (..., rows); rows with no valid key are dropped below
+    first = e[..., 0] / total  # (..., rows): the weight on key 0, where attention sinks form
     ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
     # rows with one valid key are one-hot by construction: not evidence of saturation
     live = count >= 2  # (..., rows)
     zero = _zero(xm)
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
     pmax = torch.where(live, total.reciprocal(), zero)
-    if xm.dim() >= 3:
-        # mean normalized entropy per head: heads are the third-to-last axis
-        axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2)
-        heads_live = live.sum(dim=axes)
-        per_head = frac.sum(dim=axes) / heads_live.clamp_min(1)
-        min_head = torch.where(heads_live > 0, per_head, math.inf).min()
-    else:
-        min_head = frac.sum() / live.sum().clamp_min(1)
+    # per head (heads are the third-to-last axis), over the rows with two or more keys: the
+    # mean normalized entropy and the mean weight on key 0
+    axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if xm.dim() >= 3 else None
+    heads_live = live.sum(dim=axes).reshape(-1)
+    per_head = frac.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
+    first_per_head = torch.where(live, first, zero).sum(dim=axes).reshape(-1)
+    first_per_head = first_per_head / heads_live.clamp_min(1)
+    min_head = torch.where(heads_live > 0, per_head, math.inf).min()
+    head_values = torch.stack([per_head, first_per_head]).where(heads_live > 0, math.nan)
     n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
         [
             live.sum().to(xm.dtype),
@@ -190,10 +193,13 @@ def _probabilities(
         ]
     ).tolist()
     nan = math.nan
+    head_entropy, head_first = head_values.tolist()
     return {
         "entropy": ent_sum / n_rows if n_rows else nan,
         "normalized_entropy": frac_sum / n_rows if n_rows else nan,
         "min_head_normalized_entropy": min_head_f if n_rows else nan,
+        "head_normalized_entropy": tuple(head_entropy),
+        "head_first_key_weight": tuple(head_first),
         "max_probability": pmax_sum / n_rows if n_rows else nan,
         "saturated_fraction": sat / n_rows if n_rows else 0.0,
     }
