@@ -153,3 +153,24 @@ def test_attention_sinks(sinks: dict[str, Any]) -> None:
     assert max(sinks["entropy"][0.9]) < attnscale.THRESHOLDS["normalized_entropy"]
     assert len(lengths) == len(plain)
     assert sinks["found"] == {"sink token": ["attention-sink"], "sink column": []}
+
+
+@pytest.fixture(scope="module")
+def variants() -> dict[str, Any]:
+    return _run("examples/03_normalization/plot_08_softmax_variants.py")
+
+
+def test_softmax_variants(variants: dict[str, Any]) -> None:
+    """+1 matters only once the row sits about log n below zero; sigmoid attention gives more
+    weight as the spread grows and its derivative falls past a peak; QK-norm's order around
+    RoPE matters only with learned gains."""
+    mass = variants["mass_given"]
+    assert min(mass[0.0]) > 0.99 and max(mass[-12.0]) < 0.05
+    sig_mass, sig_grad = variants["sig_mass"], variants["sig_grad"]
+    assert all(b > a for a, b in itertools.pairwise(sig_mass))
+    peak = variants["peak"]
+    assert 0 < peak < len(sig_grad) - 1
+    assert all(b < a for a, b in itertools.pairwise(sig_grad[peak:]))
+    assert all(b <= a for a, b in itertools.pairwise(variants["soft_grad"]))
+    gap = variants["order_gap"]
+    assert gap["gain 1"] < 1e-10 < 0.1 < gap["learned gain"]
