@@ -174,3 +174,21 @@ def test_softmax_variants(variants: dict[str, Any]) -> None:
     assert all(b <= a for a, b in itertools.pairwise(variants["soft_grad"]))
     gap = variants["order_gap"]
     assert gap["gain 1"] < 1e-10 < 0.1 < gap["learned gain"]
+
+
+@pytest.fixture(scope="module")
+def optimisers() -> dict[str, Any]:
+    return _run("examples/04_training/plot_06_optimisers.py")
+
+
+def test_optimisers_keep_the_reparametrised_models_together(optimisers: dict[str, Any]) -> None:
+    """The derived settings keep both models together (Muon to bfloat16 rounding, which its
+    Newton-Schulz iterations use) and unchanged settings do not; Adafactor needs none; QK-Clip
+    acted."""
+    gaps, controls = optimisers["gaps"], optimisers["controls"]
+    for name, gap in gaps.items():
+        assert gap < (3e-2 if name.startswith("Muon") else 1e-12), name
+        if name != "Adafactor":
+            assert controls[name] > 10 * gap, name
+    assert optimisers["OPTIMISERS"]["Adafactor"][2] == {}
+    assert optimisers["clipped"]
