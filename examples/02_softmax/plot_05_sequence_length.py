@@ -130,8 +130,8 @@ Table(headers, rows)
 first, last, at_n0 = 0, len(LENGTHS) - 1, LENGTHS.index(N0)
 for name in FIXES:
     print(
-        f"{name:<21} H/log n {entropy[name][first]:.3f} at n = {LENGTHS[first]}, "
-        f"{entropy[name][last]:.3f} at n = {LENGTHS[last]}; the best key's weight falls "
+        f"{name}: H/log n {entropy[name][first]:.3f} at n = {LENGTHS[first]}, "
+        f"{entropy[name][last]:.3f} at n = {LENGTHS[last]};\n  the best key's weight falls "
         f"{largest[name][first] / largest[name][last]:.0f}-fold over the range"
     )
 gap = max(abs(t - m) for t, m in zip(theory, entropy["fixed scale"], strict=True))

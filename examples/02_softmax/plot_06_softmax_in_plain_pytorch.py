@@ -33,7 +33,9 @@ def softmax_health(logits: torch.Tensor) -> dict[str, torch.Tensor]:
 z = torch.randn(1000, 64, generator=torch.Generator().manual_seed(0))  # 1000 rows, 64 keys
 for sigma in (1, 4, 16, 32):
     health = softmax_health(sigma * z)
-    print(f"sigma {sigma:2d}: " + ", ".join(f"{k} {v.mean():.3f}" for k, v in health.items()))
+    print(f"sigma {sigma}:")
+    for name, values in health.items():
+        print(f"  {name:<25} {values.mean():.3f}")
 
 # %%
 # ## Checked against the library

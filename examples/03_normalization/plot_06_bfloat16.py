@@ -119,14 +119,18 @@ for sigma in SIGMAS:
     shift = (exact * delta).sum(dim=-1, keepdim=True)  # (rows, 1)
     first_order.append((exact * (delta - shift)).abs().sum(dim=-1).mean().item())
 
-print("attention mass moved per row: mean over rows (90th percentile)")
-short = {name: name.split(" (")[0] for name in pipelines}
-print(
-    f"{'sigma':>6}" + "".join(f"{short[name]:>20}" for name in pipelines) + f"{'first order':>13}"
-)
-for k, sigma in enumerate(SIGMAS):
-    cells = [f"{mean[name][k]:.1e} ({band[name][k][1]:.1e})" for name in pipelines]
-    print(f"{sigma:>6g}" + "".join(f"{c:>20}" for c in cells) + f"{first_order[k]:>13.1e}")
+short = dict(zip(pipelines, ["fused", "eager fp16", "eager bf16", "bf16 always"], strict=True))
+for label, column in (
+    ("mean over rows", lambda n, k: mean[n][k]),
+    ("90th percentile", lambda n, k: band[n][k][1]),
+):
+    print(f"attention mass moved per row, {label}:")
+    header = "".join(f"{short[name]:>12}" for name in pipelines)
+    print(f"{'sigma':>6}" + header + ("  first order" if label.startswith("mean") else ""))
+    for k, sigma in enumerate(SIGMAS):
+        cells = "".join(f"{column(name, k):>12.1e}" for name in pipelines)
+        extra = f"{first_order[k]:>13.1e}" if label.startswith("mean") else ""
+        print(f"{sigma:>6g}" + cells + extra)
 
 fig, (ax, ax_moved) = plt.subplots(1, 2, figsize=(10, 4.6), layout="constrained")
 colours = {name: figures.ordered_colour(k, len(pipelines)) for k, name in enumerate(pipelines)}
@@ -175,8 +179,8 @@ fused, eager_fp16, eager_bf16, naive = pipelines
 i1 = SIGMAS.index(1.0)
 rises = any(b > 1.05 * a for a, b in zip(mean[fused], mean[fused][1:], strict=False))
 print(
-    f"fused kernel: the mean mass moved {'rises' if rises else 'never rises'} with sigma "
-    f"({mean[fused][0]:.1e} at sigma {SIGMAS[0]:g}, {mean[fused][-1]:.1e} at {SIGMAS[-1]:g})"
+    f"fused kernel: the mean mass moved {'rises' if rises else 'never rises'} with sigma\n"
+    f"  ({mean[fused][0]:.1e} at sigma {SIGMAS[0]:g}, {mean[fused][-1]:.1e} at {SIGMAS[-1]:g})"
 )
 for k in (i1, SIGMAS.index(32.0)):
     print(
@@ -184,7 +188,7 @@ for k in (i1, SIGMAS.index(32.0)):
         f"{mean[eager_bf16][k] / mean[fused][k]:.1f}"
     )
 print(
-    "first order / eager bf16, mean mass moved: "
+    "first order / eager bf16, mean mass moved, at each sigma:\n  "
     + ", ".join(
         f"{s:g}: {f / m:.2f}" for s, f, m in zip(SIGMAS, first_order, mean[eager_bf16], strict=True)
     )
@@ -201,15 +205,15 @@ for label, values in (("median", medians), ("mean", mean[eager_bf16])):
     )
 k32 = SIGMAS.index(32.0)
 print(
-    f"eager bf16 at sigma 32: 90th percentile {band[eager_bf16][k32][1]:.1e}, "
-    f"{moved[eager_bf16][k32]:.0%} of rows move more than {MOVED:g}"
+    f"eager bf16 at sigma 32: 90th percentile {band[eager_bf16][k32][1]:.1e},\n"
+    f"  {moved[eager_bf16][k32]:.0%} of rows move more than {MOVED:g}"
 )
 print(
     f"bf16 at every step / eager bf16, mean mass moved at sigma 1: "
     f"{mean[naive][i1] / mean[eager_bf16][i1]:.1f}"
 )
 for name in pipelines:
-    print(f"{name:<36} mean |sum of weights - 1| at sigma 1: {sum_error[name][i1]:.1e}")
+    print(f"{short[name]:<12} mean |sum of weights - 1| at sigma 1: {sum_error[name][i1]:.1e}")
 
 # %%
 # ## The simulated kernel, against torch's own
@@ -257,7 +261,7 @@ for name in ("float16", "bfloat16"):
     product = (q.to(dtype) @ k.to(dtype).transpose(-2, -1)).float()
     top = torch.finfo(dtype).max
     if largest > top:  # past the format's range there is no spacing: the product overflows
-        there = f"above the largest finite {name}, {top:g}: overflow"
+        there = f"above {top:g}: overflow"
     else:
         there = f"spacing there = {attnscale.logit_resolution(largest, dtype):g}"
     print(

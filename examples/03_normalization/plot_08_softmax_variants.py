@@ -146,9 +146,9 @@ for name, (gq, gk) in gains.items():
     bound = math.sqrt(D) * gq.abs().max().item() * gk.abs().max().item()
     order_gap[name] = (before - after).abs().max().item()
     print(
-        f"{name:<13} largest |logit difference| between the orders {order_gap[name]:.1e}; "
-        f"largest |logit| before {before.abs().max():.2f}, after {after.abs().max():.2f}, "
-        f"bound {bound:.2f}"
+        f"{name}: largest |logit difference| between the orders {order_gap[name]:.1e};\n"
+        f"  largest |logit| norm first {before.abs().max():.2f}, RoPE first "
+        f"{after.abs().max():.2f}, bound {bound:.2f}"
     )
 
 # %%
@@ -191,7 +191,7 @@ k1 = SIGMAS.index(1.0)
 peak = max(range(len(SIGMAS)), key=lambda i: sig_grad[i])
 print(
     f"sigmoid attention: total weight {sig_mass[k1]:.2f} at sigma 1, {sig_mass[-1]:.1f} at "
-    f"sigma {SIGMAS[-1]:g}; mean derivative peaks at sigma {SIGMAS[peak]:g} and falls "
+    f"sigma {SIGMAS[-1]:g};\n  mean derivative peaks at sigma {SIGMAS[peak]:g} and falls "
     f"{sig_grad[peak] / sig_grad[-1]:.1f}-fold by sigma {SIGMAS[-1]:g}"
 )
 print(f"softmax: mean p(1-p) falls {soft_grad[k1] / soft_grad[-1]:.1f}-fold from sigma 1")

@@ -154,10 +154,8 @@ Table(["optimiser", "settings changed on W_q, W_k", "gap", "gap with unchanged s
 # - **QK-Clip is indifferent to the parametrisation**: it bounds what the two models share, the
 #   logits. It is a guard against logit growth whatever the scale, not a substitute for it.
 
-print(
-    f"QK-Clip acted {len(clipped)} times (both models, both runs), at max logits up to "
-    f"{max(clipped):.2f} against tau = {TAU:g}"
-)
+print(f"QK-Clip acted {len(clipped)} times (both models, both runs),")
+print(f"  at max logits up to {max(clipped):.2f} against tau = {TAU:g}")
 exact = {k: v for k, v in gaps.items() if not k.startswith("Muon")}
 print(f"largest gap with the derived settings, Muon aside: {max(exact.values()):.1e}")
 muon = {k: v for k, v in gaps.items() if k.startswith("Muon")}

@@ -165,11 +165,9 @@ for name, (module, keys) in designs.items():
         f"{name}: weight on the first key {weights[..., 0].mean():.2f}, sink column share "
         + ("none" if share is None else f"{share:.2f}")
     )
-    print(
-        f"  per head: max logit {[round(v, 1) for v in heads['max_logit']]}, "
-        f"entropy {[round(v, 2) for v in heads['entropy']]}, "
-        f"first-key weight {[round(v, 2) for v in heads['first_key_weight']]}"
-    )
+    print(f"  per head: max logit {[round(v, 1) for v in heads['max_logit']]}")
+    print(f"            entropy {[round(v, 2) for v in heads['entropy']]}")
+    print(f"            first-key weight {[round(v, 2) for v in heads['first_key_weight']]}")
     found[name] = [f.code for f in report.findings]
     print("  findings: " + (", ".join(found[name]) or "none"))
 
@@ -202,7 +200,7 @@ uniform = sum(1 / (i + 1) for i in range(1, context)) / (context - 1)  # rows wi
 print(f"uniform causal attention puts {uniform:.3f} on the first key (context {context})")
 for record in monitor.report().records:
     weights = [round(w, 3) for w in record.last.heads["first_key_weight"]]
-    print(f"{record.where}: weight on the first key per head {weights}")
+    print(f"{record.where}: first-key weight per head {weights}")
 print("findings: " + (", ".join(f.code for f in monitor.report().findings) or "none"))
 
 # %%

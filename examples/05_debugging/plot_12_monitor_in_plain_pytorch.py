@@ -45,11 +45,9 @@ gen = torch.Generator().manual_seed(0)
 q, k = torch.randn(2, 4, 128, 64, generator=gen), torch.randn(2, 4, 128, 64, generator=gen)
 for size in (1, 3, 6):
     health = attention_health(size * q, size * k, causal=True)
-    print(
-        f"q, k times {size}: max logit per head {[round(v, 1) for v in health['max_logit'].tolist()]}, "
-        f"entropy {health['entropy'].mean():.2f}, "
-        f"QK-Clip factors {[round(v, 2) for v in health['qk_clip_factor'].tolist()]}"
-    )
+    print(f"q, k times {size}: entropy / log n {health['entropy'].mean():.2f}")
+    print(f"  max logit per head {[round(v, 1) for v in health['max_logit'].tolist()]}")
+    print(f"  QK-Clip factors    {[round(v, 2) for v in health['qk_clip_factor'].tolist()]}")
 
 # %%
 # ## Checked against the library
