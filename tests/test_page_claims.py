@@ -192,3 +192,11 @@ def test_optimisers_keep_the_reparametrised_models_together(optimisers: dict[str
             assert controls[name] > 10 * gap, name
     assert optimisers["OPTIMISERS"]["Adafactor"][2] == {}
     assert optimisers["clipped"]
+
+
+def test_the_trained_model_has_no_sink(sinks: dict[str, Any]) -> None:
+    """Its first-key weights stay near uniform attention's and its first token's hidden state
+    within a small factor of the others'."""
+    for record in sinks["monitor"].report().records:
+        assert max(record.last.heads["first_key_weight"]) < 3 * sinks["uniform"]
+    assert max(sinks["first_vs_rest"]) < 3

@@ -59,20 +59,15 @@ for n in LENGTHS:
         sink_logit[p].append(s.mean().item())
         entropy[p].append(attnscale.softmax_entropy(row, normalized=True).mean().item())
 
-print(
-    f"{'n':>6} {'no sink':>8} "
-    + "".join(f"{'sink ' + str(p):>10}" for p in SHARES)
-    + "   (max logit)"
-)
-for i, n in enumerate(LENGTHS):
-    print(f"{n:>6} {plain_max[i]:>8.2f} " + "".join(f"{sink_logit[p][i]:>10.2f}" for p in SHARES))
-print(
-    f"{'n':>6} {'no sink':>8} "
-    + "".join(f"{'sink ' + str(p):>10}" for p in SHARES)
-    + "   (H / log n)"
-)
-for i, n in enumerate(LENGTHS):
-    print(f"{n:>6} {plain_entropy[i]:>8.3f} " + "".join(f"{entropy[p][i]:>10.3f}" for p in SHARES))
+header = f"{'n':>6} {'no sink':>8} " + "".join(f"{'sink ' + str(p):>10}" for p in SHARES)
+for title, plain, with_sink, digits in (
+    ("max logit of the row", plain_max, sink_logit, 2),
+    ("H / log(n + 1)", plain_entropy, entropy, 3),
+):
+    print(f"{title}, by the sink's share:\n{header}")
+    for i, n in enumerate(LENGTHS):
+        cells = "".join(f"{with_sink[p][i]:>10.{digits}f}" for p in SHARES)
+        print(f"{n:>6} {plain[i]:>8.{digits}f} {cells}")
 worst = max(sink_logit[max(SHARES)]) * math.sqrt(D_K)
 print(
     f"largest raw q.k of a sink here (p = {max(SHARES)}, d_k = {D_K}): {worst:.0f}; "
@@ -186,15 +181,17 @@ for name, (module, keys) in designs.items():
 #   growing: the max logit and the entropy over the keys stay those of the ordinary logits.
 #   The monitor leaves the column out of the keys and reports its share as `sink_share`.
 # - **The guide's own trained model has no sink.** Its per-head weights on the first key,
-#   printed below, stay near what uniform attention gives: two layers, and windows cut from the
-#   middle of a text with no start token, give it no reason to learn one.
+#   printed below, stay near what uniform attention gives, and its first token's hidden state
+#   stays within a small factor of the others' (a massive activation is hundreds of times
+#   larger): two layers, and windows cut from the middle of a text with no start token, give
+#   it no reason to learn one.
 
 from attnscale._docs import calibration
 
 trained = calibration.model()
 with torch.no_grad(), attnscale.AttentionMonitor(trained, all_rows=True) as monitor:
     for batch in calibration.batches(4):
-        trained(batch)
+        hidden = trained(batch, output_hidden_states=True).hidden_states
 context = batch.shape[-1]
 uniform = sum(1 / (i + 1) for i in range(1, context)) / (context - 1)  # rows with 2+ keys
 print(f"uniform causal attention puts {uniform:.3f} on the first key (context {context})")
@@ -202,6 +199,15 @@ for record in monitor.report().records:
     weights = [round(w, 3) for w in record.last.heads["first_key_weight"]]
     print(f"{record.where}: first-key weight per head {weights}")
 print("findings: " + (", ".join(f.code for f in monitor.report().findings) or "none"))
+# massive activations would show as a first token far larger than the rest (Sun et al. 2024)
+first_vs_rest = []
+for layer, h in enumerate(hidden):
+    first_token, others = h[:, 0].abs().max().item(), h[:, 1:].abs().max().item()
+    first_vs_rest.append(first_token / others)
+    print(
+        f"hidden state {layer}: largest |value| {first_token:.1f} at the first token, "
+        f"{others:.1f} elsewhere"
+    )
 
 # %%
 # ## References
