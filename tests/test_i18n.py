@@ -86,17 +86,7 @@ def test_chinese_download_runs_the_english_code(source: str, tmp_path: Path) -> 
 # --- terms ---------------------------------------------------------------------------------------
 
 
-def _glossary() -> list[tuple[str, str, bool, list[str]]]:
-    rows = []
-    for line in GLOSSARY.read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and cells[0] not in ("中文", "---"):
-            avoid = [a for a in re.split("[、,]", cells[3]) if a.strip()]
-            rows.append((cells[0], cells[1], cells[2] == "是", avoid))
-    return rows
-
-
-TERMS = _glossary()
+TERMS = i18n.glossary()
 
 
 def _chinese_text(path: Path) -> str:
@@ -182,3 +172,13 @@ def test_chinese_navigation_follows_the_english():
     english = [f for f in _nav_files(ROOT / "mkdocs.yml") if not f.startswith("reference/")]
     chinese = _nav_files(ROOT / "mkdocs.zh.yml")
     assert chinese == [*english, "glossary.md"]
+
+
+def test_the_glossary_is_the_search_segmenters_dictionary(tmp_path: Path) -> None:
+    """Every all-Chinese glossary term goes to jieba with a frequency that keeps it whole."""
+    path = tmp_path / "jieba_user.txt"
+    i18n.write_jieba_dictionary(path)
+    entries = dict(line.split() for line in path.read_text().splitlines())
+    chinese = {zh for zh, *_ in TERMS if re.fullmatch(r"[\u4e00-\u9fff]+", zh)}
+    assert set(entries) == chinese and {"缩放", "雅可比矩阵", "注意力汇聚点"} <= chinese
+    assert all(int(f) >= 10**6 for f in entries.values())

@@ -451,10 +451,35 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
         md = _TIMING.sub(r"# 运行时间\n\n**\2** 中各文件的总运行时间：**\1**", times.read_text())
         (docs / times.relative_to(ROOT / "docs")).write_text(md)
     shutil.copy2(I18N / "glossary.md", docs / "glossary.md")
+    write_jieba_dictionary(out / "jieba_user.txt")
     anchors = _anchors(site)
     for page in docs.rglob("*.md"):  # once every page exists
         page.write_text(_link_english_only(page.read_text(), page, docs, anchors))
     return stale
+
+
+def glossary() -> list[tuple[str, str, bool, list[str]]]:
+    """The glossary's rows: the Chinese term, the English, whether the English is given at first
+    use, and the renderings not to use."""
+    rows = []
+    for line in (I18N / "glossary.md").read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0] not in ("中文", "---"):
+            avoid = [a for a in re.split("[、,]", cells[3]) if a.strip()]
+            rows.append((cells[0], cells[1], cells[2] == "是", avoid))
+    return rows
+
+
+#: A frequency that makes jieba keep a glossary term whole (缩放在 is 缩放/在, not 缩/放在)
+_TERM_FREQUENCY = 1_000_000
+
+
+def write_jieba_dictionary(path: Path) -> None:
+    """The glossary's Chinese terms as a jieba user dictionary, for the search index. Terms
+    with Latin letters or spaces (注意力 logit 增长) are left out: jieba's file format splits on
+    spaces, and the search splits the Latin parts on its own."""
+    terms = [zh for zh, *_ in glossary() if re.fullmatch(r"[\u4e00-\u9fff]+", zh)]
+    path.write_text("".join(f"{t} {_TERM_FREQUENCY}\n" for t in terms))
 
 
 def _zip_downloads(folder: Path, gallery: str) -> None:

@@ -205,18 +205,15 @@ SEARCHES = {
 }
 
 
-@pytest.mark.parametrize(("query", "section"), SEARCHES.items())
-def test_search_finds_the_section(query: str, section: str, base_url: str, browser) -> None:
+def _top_pages(query: str, base_url: str, browser, prefix: str = "") -> list[str]:
+    """The first three pages the search lists for ``query``, without the edition's prefix."""
     tab = browser.new_page()
     try:
         tab.goto(base_url, wait_until="load")
         tab.click("label.md-search__icon[for=__search], .md-search__input")
         box = tab.locator("input.md-search__input")
         results = tab.locator(".md-search-result__item a")
-        # The search index loads in a web worker, which a busy 2-core machine can hold up for
-        # well over 45 s (seen in CI with a docs build running beside it). Typing the query
-        # again once the worker is up re-runs the search.
-        for attempt in range(3):
+        for attempt in range(3):  # the index loads in a worker that a busy machine holds up
             box.fill("")
             box.fill(query)
             try:
@@ -228,8 +225,14 @@ def test_search_finds_the_section(query: str, section: str, base_url: str, brows
         hrefs = results.evaluate_all("as => as.map(a => a.getAttribute('href'))")
     finally:
         tab.close()
+    pages = [urlsplit(h).path.removeprefix(prefix) for h in hrefs]
+    return list(dict.fromkeys(pages))[:3]
+
+
+@pytest.mark.parametrize(("query", "section"), SEARCHES.items())
+def test_search_finds_the_section(query: str, section: str, base_url: str, browser) -> None:
     # Results list each page, then its matching sections: compare the top three pages.
-    pages = list(dict.fromkeys(urlsplit(h).path for h in hrefs))[:3]
+    pages = _top_pages(query, base_url, browser)
     assert any(section in p for p in pages), f"{query!r}: top pages {pages}"
 
 
@@ -305,6 +308,8 @@ SEARCHES_ZH = {
     "熵": "02_softmax",
     "温度": "02_softmax/plot_04_temperature",
     "掩码": "05_debugging/plot_08_masking",
+    # a glossary term jieba splits (雅/可比/矩阵) unless the glossary is its user dictionary
+    "雅可比矩阵": "02_softmax/plot_03_softmax_gradient",
 }
 
 
@@ -313,3 +318,19 @@ def test_chinese_search_finds_the_section(query: str, section: str, base_url: st
     test_search_finds_the_section(
         query, "zh/generated/gallery/" + section, base_url + "zh/", browser
     )
+
+
+#: English words a reader types on the Chinese edition (glossed terms, and words the Chinese
+#: prose keeps in English): the Chinese search finds them on the pages the English one does.
+ENGLISH_ON_ZH = ["query", "attention", "entropy", "saturation", "padding", "softmax"]
+
+
+@pytest.mark.parametrize("query", ENGLISH_ON_ZH)
+def test_chinese_search_finds_english_words(query: str, base_url: str, browser) -> None:
+    """Typed as a prefix too: the index's English terms are not stemmed on the Chinese edition."""
+    english = _top_pages(query, base_url, browser)
+    for typed in (query, query[:-2]):
+        chinese = _top_pages(typed, base_url + "zh/", browser, prefix="/zh/")
+        assert chinese, f"{typed!r}: nothing found on the Chinese edition"
+        english_pages = {p.strip("/").removeprefix("zh/") for p in english}
+        assert english_pages & {p.strip("/") for p in chinese}, (typed, chinese, english)
