@@ -46,11 +46,29 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
     lang = _language(config)
     if re.fullmatch(r"generated/gallery/[^/]+/plot_\w+\.md", page.file.src_uri):
         markdown = _running_box(markdown, page, lang)
+        markdown = _DOWNLOAD_NOTE.sub(_unsearched_note, markdown, count=1)
     if lang == "zh":  # the gallery's running-time line, on examples and the fact-check
         markdown = _TIME.sub(
             lambda m: f"**脚本总运行时间：** {m[1]} 分 {float(m[2]):.1f} 秒", markdown
         )
     return markdown
+
+
+# mkdocs-gallery's "download the full example code" note, first on every example page
+_DOWNLOAD_NOTE = re.compile(
+    r'^!!! note(?: "([^"]*)")?\n\n((?:    .*#download_links.*\n(?:    .*\n)*))', re.M
+)
+
+
+def _unsearched_note(m: re.Match[str]) -> str:
+    """The note as the same admonition, left out of the search index: otherwise it is the
+    snippet every example page shows in the search results."""
+    body = "\n".join(line.removeprefix("    ") for line in m[2].splitlines())
+    title = m[1] or "Note"
+    return (
+        f'<div class="admonition note" data-search-exclude markdown>\n'
+        f'<p class="admonition-title">{title}</p>\n\n{body}\n\n</div>\n'
+    )
 
 
 def _running_box(markdown: str, page: Any, lang: str) -> str:

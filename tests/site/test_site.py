@@ -205,15 +205,18 @@ SEARCHES = {
 }
 
 
-def _top_pages(query: str, base_url: str, browser, prefix: str = "") -> list[str]:
-    """The first three pages the search lists for ``query``, without the edition's prefix."""
+def _search(query: str, base_url: str, browser) -> tuple[list[str], list[str]]:
+    """The links and the texts of the search results for ``query``."""
     tab = browser.new_page()
     try:
         tab.goto(base_url, wait_until="load")
         tab.click("label.md-search__icon[for=__search], .md-search__input")
         box = tab.locator("input.md-search__input")
         results = tab.locator(".md-search-result__item a")
-        for attempt in range(3):  # the index loads in a worker that a busy machine holds up
+        # The search index loads in a web worker, which a busy 2-core machine can hold up for
+        # well over 45 s (seen in CI with a docs build running beside it). Typing the query
+        # again once the worker is up re-runs the search.
+        for attempt in range(3):
             box.fill("")
             box.fill(query)
             try:
@@ -223,8 +226,15 @@ def _top_pages(query: str, base_url: str, browser, prefix: str = "") -> list[str
                 if attempt == 2:
                     raise
         hrefs = results.evaluate_all("as => as.map(a => a.getAttribute('href'))")
+        texts = results.evaluate_all("as => as.map(a => a.innerText)")
     finally:
         tab.close()
+    return hrefs, texts
+
+
+def _top_pages(query: str, base_url: str, browser, prefix: str = "") -> list[str]:
+    """The first three pages the search lists for ``query``, without the edition's prefix."""
+    hrefs, _ = _search(query, base_url, browser)
     pages = [urlsplit(h).path.removeprefix(prefix) for h in hrefs]
     return list(dict.fromkeys(pages))[:3]
 
@@ -334,3 +344,19 @@ def test_chinese_search_finds_english_words(query: str, base_url: str, browser) 
         assert chinese, f"{typed!r}: nothing found on the Chinese edition"
         english_pages = {p.strip("/").removeprefix("zh/") for p in english}
         assert english_pages & {p.strip("/") for p in chinese}, (typed, chinese, english)
+
+
+@pytest.mark.parametrize(
+    ("query", "edition", "boilerplate"),
+    [
+        ("bf16", "", "download the full example code"),
+        ("熵", "zh/", "下载完整的示例代码"),
+    ],
+)
+def test_search_snippets_are_not_the_download_note(
+    query: str, edition: str, boilerplate: str, base_url: str, browser
+) -> None:
+    """Every example page opens with the gallery's download note; it is left out of the index,
+    so a result shows the page's own text."""
+    _, texts = _search(query, base_url + edition, browser)
+    assert texts and not any(boilerplate in t for t in texts), texts[:3]
