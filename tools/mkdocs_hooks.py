@@ -46,6 +46,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
     lang = _language(config)
     if re.fullmatch(r"generated/gallery/[^/]+/plot_\w+\.md", page.file.src_uri):
         markdown = _running_box(markdown, page, lang)
+    if re.fullmatch(r"generated/.+/plot_\w+\.md", page.file.src_uri):  # the fact-check too
         markdown = _DOWNLOAD_NOTE.sub(_unsearched_note, markdown, count=1)
     if lang == "zh":  # the gallery's running-time line, on examples and the fact-check
         markdown = _TIME.sub(
@@ -66,7 +67,7 @@ def _unsearched_note(m: re.Match[str]) -> str:
     body = "\n".join(line.removeprefix("    ") for line in m[2].splitlines())
     title = m[1] or "Note"
     return (
-        f'<div class="admonition note" data-search-exclude markdown>\n'
+        f'<div class="admonition note" data-search-exclude="true" markdown>\n'
         f'<p class="admonition-title">{title}</p>\n\n{body}\n\n</div>\n'
     )
 
