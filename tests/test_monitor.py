@@ -1027,6 +1027,7 @@ def test_logit_stats_match_a_float64_reference(kind: str) -> None:
 
     gen = torch.Generator().manual_seed(1)
     x = 3 * torch.randn(2, 3, 16, 24, generator=gen)
+    x[1] += 500  # rows far from 0: sums of squares must not cancel
     valid = torch.ones_like(x, dtype=torch.bool)
     mask = sink = None
     if kind in ("finite mask", "-inf mask"):
@@ -1056,6 +1057,10 @@ def test_logit_stats_match_a_float64_reference(kind: str) -> None:
     xv = x.double()[valid]
     assert stats["logit_mean"] == pytest.approx(float(xv.mean()), rel=1e-5)
     assert stats["max_abs_logit"] == pytest.approx(float(xv.abs().max()), rel=1e-6)
+    xr = x.double().masked_fill(~valid, 0.0)  # within-row spread: each row about its own mean
+    row_mean = xr.sum(-1, keepdim=True) / valid.sum(-1, keepdim=True).clamp_min(1)
+    within = ((xr - row_mean) * valid).square().sum() / valid.sum()
+    assert stats["logit_std"] == pytest.approx(float(within.sqrt()), rel=1e-5)
     assert stats["masked_rows"] == int((valid.sum(-1) == 0).sum())
 
 

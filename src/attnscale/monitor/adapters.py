@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .every_row import HeadStats, head_stats, head_stats_of_logits
-from .lineage import head_scales, value
+from .lineage import head_scales, unscaled, value
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -106,8 +106,9 @@ def on_sdpa(
         k=ks,
         outputs=capture.sample(out, out.dim() - 2) if isinstance(out, torch.Tensor) else None,
         max_abs_qk=max_abs_qk,
-        q_rows=qs / capture.lineages.prescale(q),  # as before the factors on q and k, which
-        k_rows=ks / capture.lineages.prescale(k),  # the scale includes
+        # as before the factors on q and k, which the scale includes
+        q_rows=unscaled(qs, capture.lineages.prescale(q)),
+        k_rows=unscaled(ks, capture.lineages.prescale(k)),
         heads=lambda: head_stats(
             q, k, scale=c, attn_mask=b.get("attn_mask"), is_causal=b.get("is_causal", False)
         ),
@@ -235,8 +236,8 @@ def on_flex(
         k=ks,
         outputs=None,
         max_abs_qk=float((scores / c).abs().max()) if q.dtype == torch.float16 and c else None,
-        q_rows=qs / capture.lineages.prescale(q),
-        k_rows=ks / capture.lineages.prescale(k),
+        q_rows=unscaled(qs, capture.lineages.prescale(q)),
+        k_rows=unscaled(ks, capture.lineages.prescale(k)),
         heads=lambda: _flex_head_stats(q, k, c, mods, _flex_grid(block_mask[-1], 0, mask_buffers)),
         **read,
     )

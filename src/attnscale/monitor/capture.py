@@ -62,11 +62,12 @@ from .lineage import (
     einsum_layout,
     einsum_operands,
     head_scales,
+    unscaled,
     value,
 )
 from .report import AttentionRecord, AttentionStats
 from .run import Run
-from .stats import logit_stats, qk_norms, tensor_std
+from .stats import logit_stats, qk_spreads
 
 __all__ = ["Capture"]
 
@@ -403,8 +404,8 @@ class Capture(TorchFunctionMode):
             outputs=self.sample(out, out.dim() - 2) if weights else None,
             max_abs_qk=product.max_abs_qk,
             # as before the factors on q and k, which the scale includes
-            q_rows=self.sample(q_rows, q_rows.dim() - 2) / product.q_prescale,
-            k_rows=self.sample(k_rows) / product.k_prescale,
+            q_rows=unscaled(self.sample(q_rows, q_rows.dim() - 2), product.q_prescale),
+            k_rows=unscaled(self.sample(k_rows), product.k_prescale),
             heads=lambda: head_stats_of_logits(
                 x, masked=_masked(x, full_mask, sink, self.mask_value), raw=product.out
             ),
@@ -491,11 +492,8 @@ class Capture(TorchFunctionMode):
         )
         # before the factors the code applies to q and k: the spreads that tell a scale
         # folded into the initialisation from one multiplied at run time
-        spreads = {
-            "q_std": tensor_std(q if q_rows is None else q_rows),
-            "k_std": tensor_std(k if k_rows is None else k_rows),
-            **qk_norms(q_rows, k_rows, scale),
-        }
+        rows = q_rows is not None and k_rows is not None
+        spreads = qk_spreads(q_rows if rows else q, k_rows if rows else k, scale, rows=rows)
         per_head = None
         if self.all_rows and heads is not None:
             # a few large operations over every logit: as many threads as the model uses

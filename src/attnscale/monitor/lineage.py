@@ -529,3 +529,8 @@ def head_scales(
     if bool((heads == heads[0]).all()):
         return factor * float(heads[0]), None
     return factor * _mean_factor(heads), tuple(factor * float(h) for h in heads)
+
+
+def unscaled(t: torch.Tensor, factor: float) -> torch.Tensor:
+    """``t`` as before a factor the code applied to it (no copy where there was none)."""
+    return t if factor == 1.0 else t / factor

@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["logit_stats", "qk_norms", "tensor_std"]
+__all__ = ["logit_stats", "qk_spreads"]
 
 
 @torch.no_grad()
@@ -49,13 +49,15 @@ def logit_stats(
     count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
     xm = x.masked_fill(invalid, -math.inf)
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
-    out = _spread(x, invalid, count) | _probabilities(xm, top, count, saturation)
+    # centred on the row maximum: the valid logits minus it (<= 0), the others -inf
+    centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
+    out = _spread(centred, top, invalid, count) | _probabilities(centred, count, saturation)
     empty = count == 0  # (..., rows): no valid key at all
     # a row's output is bad when it has a non-finite value; without the model's own
     # output, the softmax of the logits stands in for it, which is finite if they are
     if outputs is not None:
         bad_out = ~torch.isfinite(outputs.detach().float().sum(-1))  # (..., rows)
-    elif finite is None:
+    elif finite is None and not bool(empty.any()):
         bad_out = torch.zeros_like(empty)
     else:
         bad_out = ~torch.isfinite(torch.softmax(x, dim=-1)).all(-1)
@@ -64,14 +66,18 @@ def logit_stats(
     leak = masked if finite is None else masked & finite
     xf = x if finite is None else x.masked_fill(~finite, -math.inf)  # NaN and +inf out
     others = top if sinks is None else xf.masked_fill(leak, -math.inf).amax(-1, True)
-    n_masked_t = torch.count_nonzero(masked)
+    if finite is None and sinks is None:  # every invalid entry is a masked one
+        n_masked_t = x.numel() - count.sum()
+    else:
+        n_masked_t = torch.count_nonzero(masked).float()
+    any_masked = bool(n_masked_t > 0)
     scalars = torch.stack(  # one transfer for all scalars (one device sync on GPU)
         [
-            n_masked_t.float(),
+            n_masked_t,
             empty.sum().float(),
             (empty & bad_out).sum().float(),
             (~empty & bad_out).sum().float(),
-            _share(xf, leak, others, empty).max() if bool(n_masked_t) else _zero(x),
+            _share(xf, leak, others, empty).max() if any_masked else _zero(x),
             _zero(x)
             if sinks is None
             else _share(xf, sinks, None, empty).sum() / (~empty).sum().clamp_min(1),
@@ -103,15 +109,20 @@ def logit_stats(
 def _classify(
     x: torch.Tensor, mask: torch.Tensor | None, sink: torch.Tensor | None, mask_value: float
 ) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
-    """Which entries are finite (None: all), masked, sink columns, and invalid (any of
-    these, NaN or +inf). Every entry is exactly one of: valid, masked (by the mask tensor,
-    or <= mask_value without one; -inf always), a sink column, NaN or +inf."""
-    isfinite = torch.isfinite(x)
-    finite = None if bool(isfinite.all()) else isfinite
+    """Which entries are finite (None: all, or -inf, which is masked), masked, sink columns,
+    and invalid (any of these, NaN or +inf). Every entry is exactly one of: valid, masked (by
+    the mask tensor, or <= mask_value without one; -inf always), a sink column, NaN or +inf."""
+    low, high = torch.aminmax(x) if x.numel() else (_zero(x), _zero(x))
+    # one pass for the usual case: the extremes are finite (or the minimum -inf) unless an
+    # entry is NaN (both NaN) or +inf
+    finite = None if bool(torch.isfinite(high) & ~torch.isnan(low)) else torch.isfinite(x)
     if mask is None:
         masked = x <= mask_value
     elif finite is None:
-        masked = mask.expand_as(x).contiguous()  # reductions over a broadcast view are slow
+        masked = mask.expand_as(x)
+        # -inf entries are masked whatever the mask says; a copy: reductions over a
+        # broadcast view are slow
+        masked = masked | (x == -math.inf) if bool(low == -math.inf) else masked.contiguous()
     else:
         masked = (mask | (x == -math.inf)) & (x < math.inf)
     invalid = masked if finite is None else masked | ~finite
@@ -122,23 +133,32 @@ def _classify(
     return finite, masked, sinks, invalid
 
 
-def _spread(x: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor) -> dict[str, float]:
-    """Mean, within-row standard deviation and largest size of the valid logits."""
-    x0 = x.masked_fill(invalid, 0.0)
-    row_mean = x0.sum(-1, keepdim=True) / count.unsqueeze(-1).clamp_min(1)  # (..., rows, 1)
-    centred = torch.where(invalid, 0.0, x0 - row_mean)
-    low, high = torch.aminmax(x0) if x.numel() else (_zero(x), _zero(x))
+def _spread(
+    centred: torch.Tensor, top: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor
+) -> dict[str, float]:
+    """Mean, within-row standard deviation and largest size of the valid logits, from the
+    logits centred on their row maxima ``top`` (sums of values near 0: no cancellation)."""
+    c0 = centred.masked_fill(invalid, 0.0)
+    live = count > 0
+    row_sum = c0.sum(-1)  # (..., rows)
+    row_sq = torch.linalg.vector_norm(c0, dim=-1).double().square()
+    low = torch.where(live, c0.amin(-1) + top.squeeze(-1), 0.0)  # the smallest valid logit
+    high = torch.where(live, top.squeeze(-1), 0.0)
     tot, xsum, sq, max_abs = torch.stack(
         [
-            count.sum(),
-            x0.sum(),
-            torch.linalg.vector_norm(centred).square(),
-            torch.maximum(-low, high),
+            count.sum().double(),
+            (row_sum.double() + count.double() * high.double()).sum(),
+            (row_sq - row_sum.double().square() / count.double().clamp_min(1)).sum(),
+            torch.maximum(-low, high).amax().double() if live.any() else _zero(row_sq),
         ]
     ).tolist()
     if tot == 0:
         return {"logit_mean": math.nan, "logit_std": math.nan, "max_abs_logit": math.nan}
-    return {"logit_mean": xsum / tot, "logit_std": math.sqrt(sq / tot), "max_abs_logit": max_abs}
+    return {
+        "logit_mean": xsum / tot,
+        "logit_std": math.sqrt(max(sq, 0.0) / tot),
+        "max_abs_logit": max_abs,
+    }
 
 
 _EXP_FLOOR = 80.0
@@ -148,13 +168,12 @@ def _zero(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros((), dtype=x.dtype, device=x.device)
 
 
-def _probabilities(
-    xm: torch.Tensor, top: torch.Tensor, count: torch.Tensor, saturation: float
-) -> dict[str, Any]:
+def _probabilities(centred: torch.Tensor, count: torch.Tensor, saturation: float) -> dict[str, Any]:
     """Entropy, largest probability and saturation of the softmax over the valid keys, and per
     head the mean normalized entropy and weight on key 0.
 
-    ``xm`` holds the logits with every invalid entry at -inf, ``top`` their row maxima.
+    ``centred`` holds the valid logits minus their row maximum and -inf elsewhere; it is
+    overwritten.
     """
     # from max-centred logits xc <= 0: exp cannot overflow and the top entry's term is exactly
     # 1, so the row sum S >= 1, the largest probability is 1/S, and the entropy
@@ -163,19 +182,19 @@ def _probabilities(
     # Centred logits below -_EXP_FLOOR are raised to it: their terms, under e^-80 against the
     # top entry's 1, are lost in float32 either way, and exp is about 30 times slower on CPU
     # where its result underflows (a masked entry at -inf included).
-    xc = (xm - top.masked_fill(top == -math.inf, 0.0)).clamp_min_(-_EXP_FLOOR)
+    xc = centred.clamp_min_(-_EXP_FLOOR)
     e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
     total = e.sum(-1).clamp_min(1.0)  # (..., rows); rows with no valid key are dropped below
     first = e[..., 0] / total  # (..., rows): the weight on key 0, where attention sinks form
     ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
     # rows with one valid key are one-hot by construction: not evidence of saturation
     live = count >= 2  # (..., rows)
-    zero = _zero(xm)
+    zero = _zero(xc)
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
     pmax = torch.where(live, total.reciprocal(), zero)
     # per head (heads are the third-to-last axis), over the rows with two or more keys: the
     # mean normalized entropy and the mean weight on key 0
-    axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if xm.dim() >= 3 else None
+    axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if xc.dim() >= 3 else None
     heads_live = live.sum(dim=axes).reshape(-1)
     per_head = frac.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
     first_per_head = torch.where(live, first, zero).sum(dim=axes).reshape(-1)
@@ -184,12 +203,12 @@ def _probabilities(
     head_values = torch.stack([per_head, first_per_head]).where(heads_live > 0, math.nan)
     n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
         [
-            live.sum().to(xm.dtype),
+            live.sum().to(xc.dtype),
             torch.where(live, ent, zero).sum(),
             frac.sum(),
-            min_head.to(xm.dtype),
+            min_head.to(xc.dtype),
             pmax.sum(),
-            ((pmax > saturation) & live).sum().to(xm.dtype),
+            ((pmax > saturation) & live).sum().to(xc.dtype),
         ]
     ).tolist()
     nan = math.nan
@@ -212,56 +231,53 @@ def _share(
     finite logit (``xf``: the logits, the others at -inf); 0 in rows with no valid key.
     ``others``: the row maxima of the finite entries outside ``which``, where known."""
     zero = _zero(xf)
-    if not bool(which.any()):
-        return zero.expand(empty.shape)
     if others is None:
         others = xf.masked_fill(which, -math.inf).amax(-1, keepdim=True)
     # the usual case, a mask far below the row (-1e9, finfo.min): a share under e^-40 per
     # entry, found with one max per row instead of two logsumexps
-    gap = xf.masked_fill(~which, -math.inf).amax(-1) - others.squeeze(-1)
+    only = torch.where(which, xf, -math.inf)
+    gap = only.amax(-1) - others.squeeze(-1)
     if bool((gap.nan_to_num(-math.inf) < -40).all()):
         return zero.expand(empty.shape)
-    share = (
-        torch.logsumexp(xf.masked_fill(~which, -math.inf), dim=-1) - torch.logsumexp(xf, dim=-1)
-    ).exp()
+    share = (torch.logsumexp(only, dim=-1) - torch.logsumexp(xf, dim=-1)).exp()
     return torch.where(empty, zero, share.nan_to_num(0.0))
 
 
-def tensor_std(t: torch.Tensor | None, max_elements: int = 1 << 16) -> float | None:
-    """Standard deviation of a tensor's finite entries, from at most ``max_elements`` of them.
-
-    None for fewer than two finite entries. A strided subset keeps it cheap on
-    large activations; the estimate only has to tell factors of about 2 apart.
-    """
-    if t is None:
-        return None
-    f = t.detach().reshape(-1)
-    f = f[:: max(1, f.numel() // max_elements)].float()
-    finite = torch.isfinite(f)
-    if not bool(finite.all()):
-        f = f[finite]
-    return float(f.std()) if f.numel() >= 2 else None
-
-
 @torch.no_grad()
-def qk_norms(
-    q_rows: torch.Tensor | None, k_rows: torch.Tensor | None, scale: float | None
+def qk_spreads(
+    q: torch.Tensor | None, k: torch.Tensor | None, scale: float | None, *, rows: bool
 ) -> dict[str, Any]:
-    """How much the row norms of q and k vary, and the bound they put on the logits.
+    """The spread of q and k: the standard deviation of their entries, how much their row
+    norms vary, and the bound those norms put on the logits.
 
-    ``q_rows`` and ``k_rows`` hold one query (key) per row of their last axis, the axis q·k
-    sums over. ``qk_norm_cv`` is the larger of the two coefficients of variation of the row
-    norms (0 when q and k are normalised per head); ``logit_bound`` is
-    scale x max |q| x max |k|, which no logit can exceed.
+    With ``rows``, ``q`` and ``k`` hold one query (key) per row of their last axis, the axis
+    q·k sums over; otherwise only the standard deviations are known. ``qk_norm_cv`` is the
+    larger of the two coefficients of variation of the row norms (0 when q and k are
+    normalised per head); ``logit_bound`` is scale x max |q| x max |k|, which no logit can
+    exceed. Rows holding a non-finite entry are left out. Two passes per tensor, a sum and
+    a sum of squares per row; the rest is arithmetic on one value per row.
     """
-    if q_rows is None or k_rows is None or scale is None:
-        return {"qk_norm_cv": None, "logit_bound": None}
-    norms = []
-    for t in (q_rows, k_rows):
-        n = t.detach().float().norm(dim=-1).reshape(-1)
-        n = n[torch.isfinite(n)]
-        if n.numel() < 2 or float(n.mean()) <= 0:
-            return {"qk_norm_cv": None, "logit_bound": None}
-        norms.append(n)
-    cv = max(float(n.std() / n.mean()) for n in norms)
-    return {"qk_norm_cv": cv, "logit_bound": abs(scale) * float(norms[0].max() * norms[1].max())}
+    out: dict[str, Any] = {"q_std": None, "k_std": None, "qk_norm_cv": None, "logit_bound": None}
+    norm_cv, norm_max = [], []
+    for name, t in (("q_std", q), ("k_std", k)):
+        if t is None or t.dim() == 0 or t.numel() == 0:
+            continue
+        f = t.detach().float().reshape(-1, t.shape[-1])
+        sq = f.square().sum(-1).double()  # per row, then in float64: few values, no cancellation
+        total = f.sum(-1).double()
+        ok = torch.isfinite(sq + total)
+        if not bool(ok.all()):
+            sq, total = sq[ok], total[ok]
+        n = sq.numel() * f.shape[-1]
+        if n >= 2:
+            mean = float(total.sum()) / n
+            var = (float(sq.sum()) - n * mean * mean) / (n - 1)
+            out[name] = math.sqrt(max(var, 0.0))
+        norms = sq.sqrt()
+        if norms.numel() >= 2 and float(norms.mean()) > 0:
+            norm_cv.append(float(norms.std() / norms.mean()))
+            norm_max.append(float(norms.max()))
+    if rows and scale is not None and len(norm_cv) == 2:
+        out["qk_norm_cv"] = max(norm_cv)
+        out["logit_bound"] = abs(scale) * norm_max[0] * norm_max[1]
+    return out
