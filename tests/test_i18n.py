@@ -15,7 +15,6 @@ ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import i18n  # noqa: E402
 
-GLOSSARY = i18n.I18N / "glossary.md"
 FILES = sorted(i18n.translation_path(s) for s in [*i18n.SCRIPTS, *i18n.PAGES])
 
 
@@ -102,17 +101,17 @@ def _chinese_text(path: Path) -> str:
 
 def test_glossary_is_well_formed():
     assert len(TERMS) >= 30
-    english = [en for _, en, _, _ in TERMS]
+    english = [en for _, en, *_ in TERMS]
     assert len(english) == len(set(english)), "an English term appears twice"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(i18n.I18N).as_posix())
 def test_pages_use_the_glossary(path: Path) -> None:
     text = _chinese_text(path)
-    wrong = [f"{a} (use {zh})" for zh, _, _, avoid in TERMS for a in avoid if a in text]
+    wrong = [f"{a} (use {zh})" for zh, _, _, avoid, _ in TERMS for a in avoid if a in text]
     assert not wrong, f"translations the glossary rules out: {wrong}"
     # An English term glossed in parentheses is glossed after its one Chinese translation.
-    glossed = {en.lower(): zh for zh, en, _, _ in TERMS}
+    glossed = {en.lower(): zh for zh, en, *_ in TERMS}
     for m in re.finditer(r"([\u4e00-\u9fff\w -]{0,20}?) ?[（(]([A-Za-z][A-Za-z -]*)[）)]", text):
         zh = glossed.get(m[2].lower())
         if zh is not None and not m[1].rstrip().endswith(zh):
@@ -129,16 +128,13 @@ def _body(text: str) -> str:
 def test_terms_are_glossed_at_first_use(path: Path) -> None:
     text = _body(_chinese_text(path))
     missing = []
-    for zh, en, gloss, _ in TERMS:
+    for zh, en, gloss, _, other_words in TERMS:
         if not gloss:
             continue
-        # Skip occurrences inside a longer glossary term (掩码 in 填充掩码).
-        covered = [
-            k.span()
-            for z, *_ in TERMS
-            if zh in z and z != zh
-            for k in re.finditer(re.escape(z), text)
-        ]
+        # Skip occurrences inside a longer glossary term (掩码 in 填充掩码) or inside a longer
+        # word the table names (值 in 最大值).
+        longer = [z for z, *_ in TERMS if zh in z and z != zh] + other_words
+        covered = [k.span() for z in longer for k in re.finditer(re.escape(z), text)]
         for m in re.finditer(re.escape(zh), text):
             if any(s <= m.start() and m.end() <= e for s, e in covered):
                 continue
@@ -182,3 +178,153 @@ def test_the_glossary_is_the_search_segmenters_dictionary(tmp_path: Path) -> Non
     chinese = {zh for zh, *_ in TERMS if re.fullmatch(r"[\u4e00-\u9fff]+", zh)}
     assert set(entries) == chinese and {"缩放", "雅可比矩阵", "注意力汇聚点"} <= chinese
     assert all(int(f) >= 10**6 for f in entries.values())
+
+
+# --- typography and headings (i18n/zh/TERMS.md) ----------------------------------------------
+
+import zh_style  # noqa: E402
+
+
+def _translated_texts(path: Path) -> list[str]:
+    tr = i18n.Translation.load(path)
+    return (
+        [zh for _, zh, _ in tr.blocks.values()]
+        + [*tr.strings.values()]
+        + ([tr.page[1]] if tr.page else [])
+    )
+
+
+@pytest.mark.parametrize(
+    "path", [*FILES, i18n.I18N / "glossary.md"], ids=lambda p: p.relative_to(i18n.I18N).as_posix()
+)
+def test_typography(path: Path) -> None:
+    texts = [path.read_text()] if path.name == "glossary.md" else _translated_texts(path)
+    found = [problem for text in texts for problem in zh_style.check(text)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    ("planted", "problem"),
+    [
+        ("**均值。** 由线性性可知", "space at full-width punctuation"),
+        ("方差为 $d_k$ 。", "space at full-width punctuation"),
+        ("会坍缩（熵坍缩（entropy collapse））。", "nested full-width brackets"),
+        ("每次运行 2,048 步。", "thousands separator"),
+        ("第 1-3 步：缺失的缩放。", "range with a hyphen"),
+    ],
+)
+def test_typography_checks_catch_a_planted_problem(planted: str, problem: str) -> None:
+    assert [p for p in zh_style.check(planted) if p.startswith(problem)]
+    # ... and leave code, formulas and the correct forms alone
+    assert not zh_style.check("每次运行 2048 步，第 1～3 步。`a, b = 1, 2` 与 $x_{1-3}$。")
+
+
+def test_a_formula_keeps_its_punctuation_on_its_line() -> None:
+    bound = zh_style.bind_formulas("方差为 $d_k$。代码 `$a$。` 不变。\n```\n$b$，\n```\n")
+    assert bound.startswith('方差为 <span class="nowrap">$d_k$。</span>代码 `$a$。` 不变。')
+    assert bound.endswith("```\n$b$，\n```\n")
+
+
+_HEADING = re.compile(r"^(#{2,6}) (.+?)\s*$", re.M)
+
+
+def _headings(text: str) -> list[str]:
+    return [m[2] for m in _HEADING.finditer(re.sub(r"```.*?```", "", text, flags=re.S))]
+
+
+@pytest.mark.parametrize("source", i18n.SCRIPTS)
+def test_headings_follow_the_english(source: str) -> None:
+    """The same headings in the same order as the English page (the build gives each the
+    English anchor), the standard ones in their one Chinese form."""
+    tr = i18n.Translation.load(i18n.translation_path(source))
+    fixed = i18n.fixed_headings()
+    wrong = []
+    for n, english in enumerate(i18n.text_blocks(ROOT / source)):
+        en, zh = _headings(english), _headings(tr.blocks[n][1]) if n in tr.blocks else []
+        if len(en) != len(zh):
+            wrong.append(f"block {n}: {len(zh)} headings for the English {len(en)}")
+        wrong += [
+            f"block {n}: {z!r} for {e!r} (use {fixed[e]})"
+            for e, z in zip(en, zh, strict=False)  # counts compared above
+            if e in fixed and z != fixed[e]
+        ]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_headings_check_catches_a_planted_problem() -> None:
+    assert i18n.fixed_headings()["Setup"] == "实验设置"
+    assert _headings("## 设置\n\n```\n## not a heading\n```\n### 数学推导\n") == [
+        "设置",
+        "数学推导",
+    ]
+
+
+# --- generated text and English on the assembled pages -----------------------------------------
+
+import catalogue  # noqa: E402
+
+ASSEMBLED = sorted(i18n.BUILD.glob("docs/**/*.md"))
+
+
+def test_generated_text_goes_through_the_catalogue() -> None:
+    """Numbers leave the shape and come back in order (or by position); a text with no entry
+    is reported and left as it was; code, numbers and names need no entry."""
+    table = {
+        "converged in {} of {} seeds": "{2} 个随机种子中有 {1} 个收敛",
+        "step {} of {}": "第 {} 步（共 {} 步）",
+    }
+    missing: list[str] = []
+    page = (
+        "<table><thead><tr><th>step 3 of 40</th></tr></thead><tbody>"
+        "<tr><td>converged in 12 of 20 seeds</td></tr><tr><td>still falling</td></tr>"
+        "<tr><td>arXiv:1706.03762</td></tr></tbody></table>\n"
+        "```{.shell .mkd-glr-script-out-disp }\nconverged in 1 of 2 seeds\nlayers.0.attn  0.5\n```\n"
+    )
+    out = catalogue.translate(page, table, missing.append)
+    assert "<th>第 3 步（共 40 步）</th>" in out
+    assert "<td>20 个随机种子中有 12 个收敛</td>" in out and "<td>still falling</td>" in out
+    assert "\n2 个随机种子中有 1 个收敛\nlayers.0.attn  0.5\n" in out  # aligned rows: code
+    assert missing == ["still falling"]
+
+
+def test_a_wrapped_printed_paragraph_is_one_text() -> None:
+    line = "WARNING: The scores are multiplied by 1 (traced), 8 x 1/sqrt(head_dim). Likely cause:"
+    printed = f"{line}\n    no scale: the product reaches the softmax unscaled.\nNext item"
+    units = catalogue._units(printed)
+    assert [u[1] for u in units] == [
+        f"{line} no scale: the product reaches the softmax unscaled.",
+        "Next item",
+    ]
+    wrapped = catalogue.wrap("警告：" + "分数乘以 1，" * 12 + "未缩放。", "", "    ")
+    # 80 columns, and a full-width punctuation mark may hang past them rather than start a line
+    assert all(catalogue._width(x) <= 82 for x in wrapped.splitlines())
+    assert not any(x.strip()[0] in "，。：；、" for x in wrapped.splitlines())
+    assert all(x.startswith("    ") for x in wrapped.splitlines()[1:])
+
+
+def test_every_generated_text_has_a_chinese_entry() -> None:
+    if not catalogue.GENERATED.exists():
+        pytest.skip("the English build has not run (nox -s docs)")
+    missing = catalogue.missing_by_page()
+    assert not missing, "run `python tools/catalogue.py skeleton` and translate:\n" + "\n".join(
+        f"{page}: {key}" for page, keys in missing.items() for key in keys
+    )
+
+
+def test_the_english_scan_catches_a_planted_word() -> None:
+    page = "---\ntitle: x\n---\n这个结果已经 converged 了，见 `train()` 与 $\\max$。\n"
+    assert catalogue.english_words(zh_style.reader_text(page)) == ["converged"]
+    glossed = "查询（query）与 softmax，见 [链接](https://example.org/a-page)。\n"
+    assert catalogue.english_words(zh_style.reader_text(glossed)) == []
+
+
+@pytest.mark.parametrize(
+    "page", ASSEMBLED, ids=lambda p: p.relative_to(i18n.BUILD / "docs").as_posix()
+)
+def test_no_english_in_chinese_prose(page: Path) -> None:
+    """What a reader reads on a Chinese page is Chinese, outside code, formulas, glosses, names
+    and the words the field keeps in English (catalogue.KEPT)."""
+    if page.name in ("references.md", "glossary.md"):
+        pytest.skip("titles of works; the glossary pairs each term with its English")
+    words = catalogue.english_words(zh_style.reader_text(page.read_text()))
+    assert not words, f"English on a Chinese page: {sorted(set(words))}"

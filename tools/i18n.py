@@ -30,9 +30,13 @@ import re
 import shutil
 import sys
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from textwrap import dedent
+
+import catalogue
+import zh_style
 
 ROOT = Path(__file__).resolve().parent.parent
 I18N = ROOT / "i18n" / "zh"
@@ -353,7 +357,9 @@ def _title_and_intro(block: str) -> tuple[str, str]:
     return lines[0].removeprefix("# ").strip(), intro
 
 
-def _example_page(source: str, docs: Path, stale: list[str]) -> tuple[str, str, str]:
+def _example_page(
+    source: str, docs: Path, stale: list[str], generated: Callable[[str], str]
+) -> tuple[str, str, str]:
     """Write the Chinese page and downloads of one example; return its card's href and titles."""
     tr = Translation.load(translation_path(source))
     page = generated_page(source)
@@ -378,6 +384,7 @@ def _example_page(source: str, docs: Path, stale: list[str]) -> tuple[str, str, 
         elif not zh:
             raise TranslationError(f"{source}: string not translated: {en}")
         md = md.replace(f"![{en}](", f"![{zh}](").replace(f">{en}<", f">{zh}<")
+    md = generated(md)  # tables and printed output, through the catalogue
     for en, zh in BOILERPLATE.items():
         md = md.replace(en, zh)
     # Without the gallery plugin, MkDocs would name the page after its file in the navigation.
@@ -429,9 +436,15 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(ROOT / "overrides", out / "overrides")
     stale: list[str] = []
+    missing: list[str] = []  # generated texts the catalogue has no entry for
+    texts = catalogue.load()
+
+    def generated(md: str) -> str:
+        return catalogue.translate(md, texts, missing.append)
+
     cards = {}  # card href -> the English title and the Chinese block 0
     for source in SCRIPTS:
-        href, english_title, zh_block = _example_page(source, docs, stale)
+        href, english_title, zh_block = _example_page(source, docs, stale, generated)
         cards[href] = (english_title, zh_block)
     # The fact-check's table links guide pages by their titles: the Chinese ones, as on the pages.
     factcheck = docs / "generated" / "factcheck" / "plot_fact_check.md"
@@ -450,24 +463,110 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
     for times in GENERATED.glob("**/mg_execution_times.md"):  # the gallery's timing tables
         md = _TIMING.sub(r"# 运行时间\n\n**\2** 中各文件的总运行时间：**\1**", times.read_text())
         (docs / times.relative_to(ROOT / "docs")).write_text(md)
-    shutil.copy2(I18N / "glossary.md", docs / "glossary.md")
+    (docs / "glossary.md").write_text(_glossary_page())
     write_jieba_dictionary(out / "jieba_user.txt")
+    if missing:
+        raise TranslationError(
+            "generated texts with no Chinese (python tools/catalogue.py skeleton):\n  "
+            + "\n  ".join(dict.fromkeys(missing))
+        )
     anchors = _anchors(site)
     for page in docs.rglob("*.md"):  # once every page exists
-        page.write_text(_link_english_only(page.read_text(), page, docs, anchors))
+        md = _link_english_only(page.read_text(), page, docs, anchors)
+        english = site / page.relative_to(docs).with_suffix("") / "index.html"
+        if page.name == "index.md":
+            english = site / page.relative_to(docs).parent / "index.html"
+        if english.exists():
+            md = _english_anchors(md, english, page.relative_to(docs).as_posix())
+            md = _with_terms(md, english.read_text())
+        page.write_text(zh_style.bind_formulas(md))
     return stale
 
 
-def glossary() -> list[tuple[str, str, bool, list[str]]]:
-    """The glossary's rows: the Chinese term, the English, whether the English is given at first
-    use, and the renderings not to use."""
-    rows = []
-    for line in (I18N / "glossary.md").read_text().splitlines():
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 4 and cells[0] not in ("中文", "---"):
-            avoid = [a for a in re.split("[、,]", cells[3]) if a.strip()]
-            rows.append((cells[0], cells[1], cells[2] == "是", avoid))
-    return rows
+_RUNNING_TIME = "**Total running time of the script:**"
+
+
+def _with_terms(md: str, english_html: str) -> str:
+    """The page with a note of the glossary terms its English counterpart uses, in Chinese and
+    English: a reader can look a term up in English, and the site search finds the page by its
+    English terms as it does on the English edition."""
+    article = re.search(r"<article\b.*?</article>", english_html, re.S)
+    text = article[0] if article else ""
+    text = re.sub(r"<(pre|code|script|style)\b.*?</\1>|<[^>]+>", " ", text, flags=re.S)
+    text = html.unescape(text)
+    used = [
+        f"{zh}（{en}）"
+        for zh, en, *_ in glossary()
+        if re.search(rf"\b{re.escape(en)}\b", text, re.I)
+    ]
+    if not used:
+        return md
+    note = '!!! abstract "本页术语"\n\n    ' + "、".join(used) + "\n\n"
+    at = md.find(_RUNNING_TIME)
+    return md[:at] + note + md[at:] if at >= 0 else md.rstrip("\n") + "\n\n" + note
+
+
+_HEADING = re.compile(r"^(#{2,6}) (.+?)[ \t]*$", re.M)
+_FENCED = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
+
+
+def _english_anchors(md: str, english: Path, where: str) -> str:
+    """Each heading (h2 to h6) with the anchor of its English counterpart, so that a link (and
+    the language switcher) keeps its #anchor across editions. The two pages have the same
+    headings in the same order (tests/test_i18n.py checks the translations)."""
+    ids = iter(re.findall(r'<h[2-6] id="([^"]+)"', english.read_text()))
+    fences = [m[0] for m in _FENCED.finditer(md)]
+    outside = _FENCED.sub("\x00", md).split("\x00")  # the text between code blocks
+    try:
+        outside = [_HEADING.sub(lambda m: f"{m[1]} {m[2]} {{#{next(ids)}}}", t) for t in outside]
+    except StopIteration:
+        raise TranslationError(f"{where}: more headings than on the English page") from None
+    if next(ids, None) is not None:
+        raise TranslationError(f"{where}: fewer headings than on the English page")
+    return "".join(t + f for t, f in zip(outside, [*fences, ""], strict=True))
+
+
+TERMS = I18N / "TERMS.md"
+
+
+def _table(heading: str) -> list[list[str]]:
+    """The rows of the Markdown table under ``heading`` in TERMS.md, header row excluded."""
+    text = TERMS.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+    rows = [
+        [c.strip() for c in line.strip().strip("|").split("|")]
+        for line in text.splitlines()
+        if line.startswith("|")
+    ]
+    return rows[2:]
+
+
+def _listed(cell: str) -> list[str]:
+    return [a.strip() for a in re.split("[、,]", cell) if a.strip()]
+
+
+def glossary() -> list[tuple[str, str, bool, list[str], list[str]]]:
+    """The term table's rows: the Chinese term, the English, whether the English is given at
+    first use, the renderings not to use, and the longer words that contain the term but are
+    other words."""
+    return [
+        (zh, en, gloss == "是", _listed(avoid), _listed(other))
+        for zh, en, gloss, avoid, other in _table("Terms")
+    ]
+
+
+def fixed_headings() -> dict[str, str]:
+    """The standard headings: English -> the one Chinese form."""
+    return dict((en, zh) for en, zh in _table("Fixed headings"))
+
+
+def _glossary_page() -> str:
+    """The reader's glossary: its Chinese page, with the term table as Chinese | English."""
+    rows = "".join(f"| {zh} | {en} |\n" for zh, en, *_ in glossary())
+    table = "| 中文 | English |\n|---|---|\n" + rows
+    page = (I18N / "glossary.md").read_text()
+    if "<!-- terms -->" not in page:
+        raise TranslationError("i18n/zh/glossary.md: no <!-- terms --> where the table goes")
+    return page.replace("<!-- terms -->", table.rstrip("\n"))
 
 
 #: A frequency that makes jieba keep a glossary term whole (缩放在 is 缩放/在, not 缩/放在)

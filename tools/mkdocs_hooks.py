@@ -24,7 +24,7 @@ _BOX = {
     ),
     "zh": (
         '\n\n!!! info "运行这个示例"\n\n'
-        "    构建本页的双核 CPU 运行它用了 {seconds:.1f} 秒。它需要 `attnscale` 包以及"
+        "    在构建本页的双核 CPU 上，它运行了 {seconds:.1f} 秒。它需要 `attnscale` 包以及"
         "{packages}：\n"
         "    下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
     ),
@@ -50,7 +50,7 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
         markdown = _DOWNLOAD_NOTE.sub(_unsearched_note, markdown, count=1)
     if lang == "zh":  # the gallery's running-time line, on examples and the fact-check
         markdown = _TIME.sub(
-            lambda m: f"**脚本总运行时间：** {m[1]} 分 {float(m[2]):.1f} 秒", markdown
+            lambda m: f"**脚本总运行时间：**{m[1]} 分 {float(m[2]):.1f} 秒", markdown
         )
     return markdown
 

@@ -1,0 +1,226 @@
+"""Generated text in Chinese: the cells of result tables and the lines examples print.
+
+The examples run once, in English; their tables and printed output hold numbers of that run. The
+Chinese edition translates them by *shape*: a text with every number replaced by ``{}``.
+``"converged in 12 of 20 seeds"`` has the shape ``"converged in {} of {} seeds"``, and the
+catalogue maps it to ``"{} 个随机种子中有 {} 个收敛"``; the numbers of the run go back in, in order
+(or by position, ``{2}`` for the second). One entry serves every run and every page.
+
+The catalogue is ``i18n/zh/catalogue/*.md``, one file per page (the texts first seen on it),
+made of entries::
+
+    <!-- en: converged in {} of {} seeds -->
+
+    {} 个随机种子中有 {} 个收敛
+
+Only texts with English words need an entry: a cell that holds numbers, formulas, code names or
+names of models (``arXiv:1706.03762``, ``layers.0.self_attn``, ``GPT-2``) is shown as it is.
+
+``python tools/catalogue.py missing`` lists the shapes on the generated pages that have no entry;
+``python tools/catalogue.py skeleton`` adds them, empty, to the file of the page they first
+appear on.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import sys
+import textwrap
+import unicodedata
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOGUE = ROOT / "i18n" / "zh" / "catalogue"
+GENERATED = ROOT / "docs" / "generated"
+
+_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?|\b(?:inf|nan)\b")
+_SLOT = re.compile(r"\{(\d*)\}")
+_ENTRY = re.compile(r"^<!-- en: (?P<en>.*?) -->[ \t]*$", re.M)
+
+# Words that stay in English on Chinese pages: terms the field does not translate (the reader's
+# glossary page lists them), units, function names used as words, and projects named in
+# lowercase. A text needs a translation when it has a lowercase word outside them.
+KEPT = {
+    *("softmax", "logit", "logits", "argmax", "sigmoid", "tanh", "bootstrap", "bug", "bugs"),
+    *("nats", "nat", "ms", "arxiv", "dtype", "inf", "nan", "cpu", "gpu", "eager", "sdpa"),
+    *("cos", "std", "var", "exp", "log", "ln", "max", "min", "abs", "lr", "init", "et", "al"),
+    *("torch", "transformers", "attnscale", "numpy", "matplotlib", "sglang", "mlc-llm"),
+    *("ultralytics", "flash-attention", "x-transformers", "lm-evaluation-harness"),
+    *("huggingface", "flashinfer", "flashinfer-ai", "vs"),
+}
+# Code and names: dotted or snake_case identifiers, CamelCase, words with digits, x/y ratios.
+_CODE = re.compile(
+    r"[A-Za-z_][\w]*(?:[._][\w]+)+|\b[A-Z][a-z]*[A-Z]\w*|\b\w*\d\w*\b|`[^`]*`|https?://\S+"
+    r"|<top level>"
+)
+_WORD = re.compile(r"\b[a-z][a-z'-]*[a-z]\b")
+
+
+def english_words(text: str) -> list[str]:
+    """The English words of ``text`` a Chinese reader would have to read as English."""
+    rest = _CODE.sub(" ", text)
+    return [w for w in _WORD.findall(rest) if w.lower() not in KEPT]
+
+
+def shape(text: str) -> tuple[str, list[str]]:
+    """The text with each number as ``{}``, and the numbers."""
+    return _NUMBER.sub("{}", text), _NUMBER.findall(text)
+
+
+def fill(template: str, numbers: list[str]) -> str:
+    """A Chinese template with the run's numbers put back."""
+    counter = iter(range(len(numbers)))
+
+    def slot(m: re.Match[str]) -> str:
+        i = int(m[1]) - 1 if m[1] else next(counter)
+        return numbers[i]
+
+    return _SLOT.sub(slot, template)
+
+
+def load(folder: Path = CATALOGUE) -> dict[str, str]:
+    """Every entry of the catalogue: English shape -> Chinese template."""
+    found: dict[str, str] = {}
+    for path in sorted(folder.glob("*.md")):
+        text = path.read_text()
+        marks = list(_ENTRY.finditer(text))
+        for mark, after in zip(marks, [*marks[1:], None], strict=True):
+            zh = text[mark.end() : after.start() if after else len(text)].strip()
+            en = mark["en"]
+            if en in found and found[en] != zh and zh:
+                raise ValueError(f"{path.name}: {en!r} is translated twice, differently")
+            if zh or en not in found:
+                found[en] = zh
+            if zh and len(_SLOT.findall(zh)) != en.count("{}"):
+                raise ValueError(f"{path.name}: {en!r} has {en.count('{}')} numbers, {zh!r} not")
+    return found
+
+
+# Where generated text lives on a gallery page: table cells (HTML-escaped) and the lines of
+# printed output.
+_CELL = re.compile(r"(<t[hd]>(?:<a [^>]*>)?)(.*?)((?:</a>)?</t[hd]>)", re.S)
+_OUTPUT = re.compile(r"(```\{\.shell \.mkd-glr-script-out-disp \}\n)(.*?)(^```)", re.S | re.M)
+
+
+def _units(block: str) -> list[tuple[str, str, str]]:
+    """The printed lines of an output block, the lines of a wrapped paragraph joined, as
+    (indentation, text, indentation of its continuation lines; "" for one line). A line
+    continues the one before when that one is long (a wrap at 80 to 100 columns), neither is a
+    row of an aligned table (runs of spaces inside), and it is indented under the first line
+    or starts in lowercase."""
+    units: list[tuple[str, str, str]] = []
+    wrapped = False  # the line before was long prose: the next may continue it
+    for line in block.split("\n"):
+        indent, text = line[: len(line) - len(line.lstrip())], line.strip()
+        prose = "  " not in text
+        # a continuation is indented under its first line, or goes on mid-sentence
+        goes_on = units and (len(indent) > len(units[-1][0]) or text[:1].islower())
+        if text and prose and wrapped and goes_on:
+            first, joined, cont = units[-1]
+            units[-1] = (first, f"{joined} {text}", cont or indent)
+        else:
+            units.append((indent, text, ""))
+        wrapped = prose and 60 <= len(line) <= 100
+    return units
+
+
+def texts(markdown: str) -> list[str]:
+    """The generated texts of a page that need a translation, in order."""
+    found = [html.unescape(m[2]) for m in _CELL.finditer(markdown)]
+    for m in _OUTPUT.finditer(markdown):
+        found += [text for _, text, _ in _units(m[2])]
+    return [t for t in found if english_words(t)]
+
+
+def _width(text: str) -> int:
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def wrap(text: str, indent: str, cont: str, width: int = 80) -> str:
+    """Chinese text wrapped at ``width`` columns (a CJK character takes two), never inside a
+    Latin word, nor before closing punctuation."""
+    lines, line = [], indent
+    for tok in re.findall(r"[\x21-\x7e]+|\s+|.", text):
+        if tok.isspace():
+            line += " " if line.strip() else ""
+            continue
+        if _width(line + tok) > width and line.strip() and tok[0] not in "，。：；、）」":
+            lines.append(line.rstrip())
+            line = cont
+        line += tok
+    return "\n".join([*lines, line.rstrip()])
+
+
+def translate(markdown: str, catalogue: dict[str, str], missing: Callable[[str], None]) -> str:
+    """The page with its table cells and printed lines in Chinese; ``missing`` is called with
+    the shape of every text that needs an entry and has none."""
+
+    def one(text: str) -> str:
+        if not english_words(text):
+            return text
+        key, numbers = shape(text)
+        zh = catalogue.get(key)
+        if not zh:
+            missing(key)
+            return text
+        return fill(zh, numbers)
+
+    def cell(m: re.Match[str]) -> str:
+        return m[1] + html.escape(one(html.unescape(m[2])), quote=False) + m[3]
+
+    def output(m: re.Match[str]) -> str:
+        lines = []
+        for indent, text, cont in _units(m[2]):
+            zh = one(text)
+            if not cont:
+                lines.append(indent + zh)
+            elif zh == text:  # untranslated: as printed
+                lines.append(textwrap.fill(text, 80, initial_indent=indent, subsequent_indent=cont))
+            else:
+                lines.append(wrap(zh, indent, cont))
+        return m[1] + "\n".join(lines) + m[3]
+
+    return _OUTPUT.sub(output, _CELL.sub(cell, markdown))
+
+
+def _pages() -> list[Path]:
+    return sorted(GENERATED.glob("*/**/plot_*.md"))
+
+
+def missing_by_page() -> dict[str, list[str]]:
+    """The shapes with no entry, by the page they first appear on (its file name)."""
+    catalogue, seen, found = load(), set(), {}
+    for page in _pages():
+        for text in texts(page.read_text()):
+            key = shape(text)[0]
+            if not catalogue.get(key) and key not in seen:
+                seen.add(key)
+                found.setdefault(page.stem, []).append(key)
+    return found
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["missing"]:
+        found = missing_by_page()
+        for page, keys in found.items():
+            print(f"{page}: {len(keys)}")
+            print("".join(f"  {k}\n" for k in keys), end="")
+        return 1 if found else 0
+    if argv[:1] == ["skeleton"]:
+        CATALOGUE.mkdir(parents=True, exist_ok=True)
+        for page, keys in missing_by_page().items():
+            path = CATALOGUE / f"{page}.md"
+            old = path.read_text() if path.exists() else ""
+            present = {m["en"] for m in _ENTRY.finditer(old)}
+            new = "".join(f"<!-- en: {k} -->\n\n\n" for k in keys if k not in present)
+            path.write_text(old + ("\n" if old and new else "") + new)
+            print(path.relative_to(ROOT))
+        return 0
+    print(__doc__)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
