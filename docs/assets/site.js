@@ -27,10 +27,21 @@ function focusableScrollers() {
   }
 }
 
+// The language switcher goes to the same place on the other edition: both editions give a
+// heading the same anchor, so the current #anchor is kept.
+function switcherKeepsAnchor() {
+  for (const a of document.querySelectorAll("a.md-select__link[hreflang]")) {
+    a.addEventListener("click", () => {
+      if (location.hash) a.href = a.href.split("#")[0] + location.hash;
+    });
+  }
+}
+
 function onPage() {
   renderMath();
   nameSearchDialog();
   focusableScrollers();
+  switcherKeepsAnchor();
 }
 
 if (typeof document$ !== "undefined") {
