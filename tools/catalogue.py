@@ -26,7 +26,6 @@ from __future__ import annotations
 import html
 import re
 import sys
-import textwrap
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -45,7 +44,7 @@ _ENTRY = re.compile(r"^<!-- en: (?P<en>.*?) -->[ \t]*$", re.M)
 KEPT = {
     *("softmax", "logit", "logits", "argmax", "sigmoid", "tanh", "bootstrap", "bug", "bugs"),
     *("nats", "nat", "ms", "arxiv", "dtype", "inf", "nan", "cpu", "gpu", "eager", "sdpa"),
-    *("cos", "std", "var", "exp", "log", "ln", "max", "min", "abs", "lr", "init", "et", "al"),
+    *("cos", "exp", "log", "ln", "lr", "et", "al"),
     *("torch", "transformers", "attnscale", "numpy", "matplotlib", "sglang", "mlc-llm"),
     *("ultralytics", "flash-attention", "x-transformers", "lm-evaluation-harness"),
     *("huggingface", "flashinfer", "flashinfer-ai", "vs"),
@@ -104,13 +103,13 @@ _CELL = re.compile(r"(<t[hd]>(?:<a [^>]*>)?)(.*?)((?:</a>)?</t[hd]>)", re.S)
 _OUTPUT = re.compile(r"(```\{\.shell \.mkd-glr-script-out-disp \}\n)(.*?)(^```)", re.S | re.M)
 
 
-def _units(block: str) -> list[tuple[str, str, str]]:
+def _units(block: str) -> list[tuple[str, str, str | None]]:
     """The printed lines of an output block, the lines of a wrapped paragraph joined, as
-    (indentation, text, indentation of its continuation lines; "" for one line). A line
+    (indentation, text, indentation of its continuation lines; None for one line). A line
     continues the one before when that one is long (a wrap at 80 to 100 columns), neither is a
     row of an aligned table (runs of spaces inside), and it is indented under the first line
     or starts in lowercase."""
-    units: list[tuple[str, str, str]] = []
+    units: list[tuple[str, str, str | None]] = []
     wrapped = False  # the line before was long prose: the next may continue it
     for line in block.split("\n"):
         indent, text = line[: len(line) - len(line.lstrip())], line.strip()
@@ -119,11 +118,25 @@ def _units(block: str) -> list[tuple[str, str, str]]:
         goes_on = units and (len(indent) > len(units[-1][0]) or text[:1].islower())
         if text and prose and wrapped and goes_on:
             first, joined, cont = units[-1]
-            units[-1] = (first, f"{joined} {text}", cont or indent)
+            units[-1] = (first, f"{joined} {text}", cont if cont is not None else indent)
         else:
-            units.append((indent, text, ""))
+            units.append((indent, text, None))
         wrapped = prose and 60 <= len(line) <= 100
     return units
+
+
+def _printed(block: str, units: list[tuple[str, str, str | None]]) -> list[str]:
+    """Each unit's lines as printed."""
+    lines, found = block.split("\n"), []
+    i = 0
+    for _, text, cont in units:
+        n = 1
+        if cont is not None:  # as many lines as it takes to rebuild the text
+            while " ".join(x.strip() for x in lines[i : i + n]) != text:
+                n += 1
+        found.append("\n".join(lines[i : i + n]))
+        i += n
+    return found
 
 
 def texts(markdown: str) -> list[str]:
@@ -171,13 +184,14 @@ def translate(markdown: str, catalogue: dict[str, str], missing: Callable[[str],
         return m[1] + html.escape(one(html.unescape(m[2])), quote=False) + m[3]
 
     def output(m: re.Match[str]) -> str:
-        lines = []
-        for indent, text, cont in _units(m[2]):
+        lines: list[str] = []
+        units = _units(m[2])
+        for (indent, text, cont), printed in zip(units, _printed(m[2], units), strict=True):
             zh = one(text)
-            if not cont:
+            if cont is None:
                 lines.append(indent + zh)
-            elif zh == text:  # untranslated: as printed
-                lines.append(textwrap.fill(text, 80, initial_indent=indent, subsequent_indent=cont))
+            elif zh == text:  # kept in English (code): the lines as printed
+                lines.append(printed)
             else:
                 lines.append(wrap(zh, indent, cont))
         return m[1] + "\n".join(lines) + m[3]
