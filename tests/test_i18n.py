@@ -328,3 +328,14 @@ def test_no_english_in_chinese_prose(page: Path) -> None:
         pytest.skip("titles of works; the glossary pairs each term with its English")
     words = catalogue.english_words(zh_style.reader_text(page.read_text()))
     assert not words, f"English on a Chinese page: {sorted(set(words))}"
+
+
+def test_page_titles_in_tables_are_the_pages_own() -> None:
+    """A table that names a guide page (the fact-check's) names it by its Chinese title."""
+    texts = catalogue.load()
+    for source in i18n.SCRIPTS:
+        tr = i18n.Translation.load(i18n.translation_path(source))
+        english = i18n._title_and_intro(i18n.text_blocks(ROOT / source)[0])[0]
+        key, numbers = catalogue.shape(english)
+        if texts.get(key):
+            assert catalogue.fill(texts[key], numbers) == i18n._title_and_intro(tr.blocks[0][1])[0]

@@ -1,4 +1,5 @@
-"""Generated text in Chinese: the cells of result tables and the lines examples print.
+"""Generated text in Chinese: the cells of result tables, the lines examples print, and the
+comments of their code.
 
 The examples run once, in English; their tables and printed output hold numbers of that run. The
 Chinese edition translates them by *shape*: a text with every number replaced by ``{}``.
@@ -24,8 +25,10 @@ appear on.
 from __future__ import annotations
 
 import html
+import io
 import re
 import sys
+import tokenize
 import unicodedata
 from collections.abc import Callable
 from pathlib import Path
@@ -47,7 +50,7 @@ KEPT = {
     *("cos", "exp", "log", "ln", "lr", "et", "al"),
     *("torch", "transformers", "attnscale", "numpy", "matplotlib", "sglang", "mlc-llm"),
     *("ultralytics", "flash-attention", "x-transformers", "lm-evaluation-harness"),
-    *("huggingface", "flashinfer", "flashinfer-ai", "vs"),
+    *("huggingface", "flashinfer", "flashinfer-ai", "vs", "z-loss"),
 }
 # Code and names: dotted or snake_case identifiers, CamelCase, words with digits, x/y ratios.
 _CODE = re.compile(
@@ -139,11 +142,66 @@ def _printed(block: str, units: list[tuple[str, str, str | None]]) -> list[str]:
     return found
 
 
+_CODE_BLOCK = re.compile(r"(```\{\.python \}\n)(.*?)(^```)", re.S | re.M)
+_DIRECTIVE = re.compile(r"(noqa|type:|pragma|fmt:|ruff:|%%)")
+
+
+def comments(code: str) -> list[tuple[int, int, int, str]]:
+    """The comments of some Python code, as (first line, last line, column, text): the lines
+    of a comment block (comment-only lines at one column) joined; a comment after code on
+    its line is one of its own. Tool directives (noqa, type: ignore) are left out."""
+    found: list[tuple[int, int, int, str]] = []
+    try:
+        tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return found
+    lines = code.split("\n")
+    for tok in tokens:
+        if tok.type != tokenize.COMMENT:
+            continue
+        row, col = tok.start
+        text = tok.string.lstrip("#").strip()
+        if not text or _DIRECTIVE.match(text):
+            continue
+        alone = not lines[row - 1][:col].strip()
+        last = found[-1] if found else None
+        if alone and last and last[1] == row - 1 and last[2] == col and last[2] >= 0:
+            found[-1] = (last[0], row, col, f"{last[3]} {text}")
+        else:
+            found.append((row, row, col if alone else -col - 1, text))
+    return found
+
+
+def translate_code(code: str, catalogue: dict[str, str], missing: Callable[[str], None]) -> str:
+    """The code with its English comments in Chinese; the code itself untouched."""
+    lines = code.split("\n")
+    for first, last, col, text in reversed(comments(code)):
+        if not english_words(text):
+            continue
+        key, numbers = shape(text)
+        zh = catalogue.get(key)
+        if not zh:
+            missing(key)
+            continue
+        zh = fill(zh, numbers)
+        if col < 0:  # after code: the comment's text replaced in place
+            at = -col - 1
+            lines[first - 1] = lines[first - 1][:at] + "# " + zh
+        else:
+            pad = " " * col
+            width = max(_width(x) for x in lines[first - 1 : last]) if first else 80
+            block = wrap(zh, pad + "# ", pad + "# ", max(width, col + 40)).split("\n")
+            lines[first - 1 : last] = block
+    return "\n".join(lines)
+
+
 def texts(markdown: str) -> list[str]:
     """The generated texts of a page that need a translation, in order."""
     found = [html.unescape(m[2]) for m in _CELL.finditer(markdown)]
     for m in _OUTPUT.finditer(markdown):
         found += [text for _, text, _ in _units(m[2])]
+    for m in _CODE_BLOCK.finditer(markdown):
+        found += [text for *_, text in comments(m[2])]
     return [t for t in found if english_words(t)]
 
 
@@ -196,7 +254,10 @@ def translate(markdown: str, catalogue: dict[str, str], missing: Callable[[str],
                 lines.append(wrap(zh, indent, cont))
         return m[1] + "\n".join(lines) + m[3]
 
-    return _OUTPUT.sub(output, _CELL.sub(cell, markdown))
+    def code(m: re.Match[str]) -> str:
+        return m[1] + translate_code(m[2], catalogue, missing) + m[3]
+
+    return _CODE_BLOCK.sub(code, _OUTPUT.sub(output, _CELL.sub(cell, markdown)))
 
 
 def _pages() -> list[Path]:

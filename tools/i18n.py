@@ -11,8 +11,10 @@ translated in ``i18n/zh/examples/02_softmax/plot_01_shift_vs_scale.md``, ``docs/
 - ``<!-- block N en HASH -->``: text block N of a gallery script (0 is the docstring, then one per
   ``# %%`` cell), translated; HASH fingerprints the English it translates;
 - ``<!-- page en HASH -->``: a whole hand-written page (or gallery header), translated;
-- ``<!-- string: ENGLISH -->``: one string of a generated page (a figure's alt text, a table cell),
-  keyed by the English exactly as the English page shows it.
+- ``<!-- string: ENGLISH -->``: a figure's alt text on a generated page, keyed by the English
+  exactly as the English page shows it.
+
+Result tables and printed output are translated through the catalogue (``tools/catalogue.py``).
 
 A block or page whose English changed since it was translated is *stale*; ``todo`` after the
 hash marks a block not yet translated. ``python tools/i18n.py check`` lists both, and
@@ -212,34 +214,6 @@ def alt_texts(source: str) -> list[str]:
     return list(dict.fromkeys(m["alt"] for m in _ALT.finditer(page.read_text())))
 
 
-_TABLE = re.compile(r"<table>.*?</table>", re.S)
-_CELL_TEXT = re.compile(r"<t([hd])>(?:<a [^>]*>)?(.*?)(?:</a>)?</t[hd]>", re.S)
-#: Table columns whose cells are measured output, shared by both languages untranslated.
-MEASURED_COLUMNS = {"§", "What was measured"}
-
-
-def table_texts(source: str) -> list[str]:
-    """The translatable cells of the HTML tables on a generated page (headers included)."""
-    found = []
-    titles = _example_titles()  # links to guide pages, shown with their Chinese titles
-    for table in _TABLE.findall(generated_page(source).read_text()):
-        cells = _CELL_TEXT.findall(table)
-        headers = [text for kind, text in cells if kind == "h"]
-        body = [text for kind, text in cells if kind == "d"]
-        found += [h for h in headers if h != "§"]
-        found += [
-            text
-            for i, text in enumerate(body)
-            if headers[i % len(headers)] not in MEASURED_COLUMNS and text not in titles
-        ]
-    return list(dict.fromkeys(found))
-
-
-def _example_titles() -> set[str]:
-    """The English titles of the gallery scripts."""
-    return {_title_and_intro(text_blocks(ROOT / s)[0])[0] for s in SCRIPTS}
-
-
 # --- the zh tree: what the second MkDocs build renders -------------------------------------------
 
 BUILD = ROOT / "build" / LANG
@@ -383,7 +357,7 @@ def _example_page(
             )
         elif not zh:
             raise TranslationError(f"{source}: string not translated: {en}")
-        md = md.replace(f"![{en}](", f"![{zh}](").replace(f">{en}<", f">{zh}<")
+        md = md.replace(f"![{en}](", f"![{zh}](")
     md = generated(md)  # tables and printed output, through the catalogue
     for en, zh in BOILERPLATE.items():
         md = md.replace(en, zh)
@@ -446,12 +420,6 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
     for source in SCRIPTS:
         href, english_title, zh_block = _example_page(source, docs, stale, generated)
         cards[href] = (english_title, zh_block)
-    # The fact-check's table links guide pages by their titles: the Chinese ones, as on the pages.
-    factcheck = docs / "generated" / "factcheck" / "plot_fact_check.md"
-    md = factcheck.read_text()
-    for english_title, zh_block in cards.values():
-        md = md.replace(f">{english_title}<", f">{_title_and_intro(zh_block)[0]}<")
-    factcheck.write_text(md)
     for source in PAGES:
         zh = _CJK_BREAK.sub("", Translation.load(translation_path(source)).page[1])  # type: ignore[index]
         if source.startswith("overrides/"):
@@ -590,12 +558,9 @@ def _zip_downloads(folder: Path, gallery: str) -> None:
 
 
 def page_strings(source: str) -> list[str]:
-    """The strings of a generated page that its translation must cover.
-
-    Figure alt text on every page; table cells only on the fact-check, whose table states the
-    article's claims (elsewhere tables are measured output, shared by both languages).
-    """
-    return alt_texts(source) + (table_texts(source) if source.startswith("factcheck/") else [])
+    """The strings of a generated page that its translation must cover: the figures' alt text.
+    (Tables and printed output go through the catalogue, tools/catalogue.py.)"""
+    return alt_texts(source)
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,7 @@ _FENCE = re.compile(r"^(```|~~~).*?^\1[ \t]*$", re.M | re.S)
 _INLINE_MATH = r"\$(?:[^$\n]|\n(?!\n))+\$"
 _MATH = re.compile(rf"\$\$.*?\$\$|{_INLINE_MATH}|\\\(.*?\\\)", re.S)
 _CODE = re.compile(r"`[^`\n]+`")
-_URL = re.compile(r"\]\([^)\s]*\)|<[^>\n]+>")
+_URL = re.compile(r"\]\([^)\s]*\)|\]\[[^\]\n]*\]|<[^>\n]+>")  # link targets and tags
 
 
 def prose(markdown: str) -> str:
