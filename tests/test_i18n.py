@@ -13,6 +13,9 @@ import yaml
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
+import catalogue  # noqa: E402
+import zh_style  # noqa: E402
+
 import i18n  # noqa: E402
 
 FILES = sorted(i18n.translation_path(s) for s in [*i18n.SCRIPTS, *i18n.PAGES])
@@ -68,11 +71,14 @@ def test_missing_and_untranslated_entries_are_reported(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("source", i18n.SCRIPTS)
 def test_chinese_download_runs_the_english_code(source: str, tmp_path: Path) -> None:
-    """The Chinese .py differs from the English one in its prose only: same code, same run."""
+    """The Chinese .py differs from the English one in its prose and comments only: same code."""
     if i18n.problems():
         pytest.skip("translations incomplete (see test_every_translation_is_present_and_current)")
     tr = i18n.Translation.load(i18n.translation_path(source))
-    chinese = i18n.chinese_script(source, tr)
+    # as the build writes it: the comments through the catalogue too
+    chinese = catalogue.translate_code(
+        i18n.chinese_script(source, tr), catalogue.load(), lambda key: None
+    )
     english = (ROOT / source).read_text()
     code = [ast.dump(ast.Module(ast.parse(t).body[1:], [])) for t in (english, chinese)]
     assert code[0] == code[1]
@@ -182,8 +188,6 @@ def test_the_glossary_is_the_search_segmenters_dictionary(tmp_path: Path) -> Non
 
 # --- typography and headings (i18n/zh/TERMS.md) ----------------------------------------------
 
-import zh_style  # noqa: E402
-
 
 def _translated_texts(path: Path) -> list[str]:
     tr = i18n.Translation.load(path)
@@ -261,8 +265,6 @@ def test_headings_check_catches_a_planted_problem() -> None:
 
 # --- generated text and English on the assembled pages -----------------------------------------
 
-import catalogue  # noqa: E402
-
 ASSEMBLED = sorted(i18n.BUILD.glob("docs/**/*.md"))
 
 
@@ -339,3 +341,36 @@ def test_page_titles_in_tables_are_the_pages_own() -> None:
         key, numbers = catalogue.shape(english)
         if texts.get(key):
             assert catalogue.fill(texts[key], numbers) == i18n._title_and_intro(tr.blocks[0][1])[0]
+
+
+def test_code_comments_go_through_the_catalogue() -> None:
+    """A comment block is one text, re-wrapped in Chinese at its column; a comment after code
+    is replaced in place; code, directives and Chinese comments are left alone."""
+    code = (
+        "def f(x):\n"
+        "    # scale the scores by 1/sqrt(d), as the\n"
+        "    # paper does\n"
+        "    return x * 0.125  # the scale\n"
+        "y = f(2)  # noqa: E501\n"
+        "z = 1  # not in the catalogue\n"
+    )
+    table = {
+        "scale the scores by {}/sqrt(d), as the paper does": "按论文的做法，把分数乘以 {}/sqrt(d)",
+        "the scale": "缩放",
+    }
+    missing: list[str] = []
+    out = catalogue.translate_code(code, table, missing.append)
+    assert out.split("\n")[:3] == [
+        "def f(x):",
+        "    # 按论文的做法，把分数乘以 1/sqrt(d)",
+        "    return x * 0.125  # 缩放",
+    ]
+    assert "y = f(2)  # noqa: E501" in out and missing == ["not in the catalogue"]
+    assert ast.dump(ast.parse(out)) == ast.dump(ast.parse(code))
+
+
+def test_formulas_in_html_attributes_are_left_alone() -> None:
+    card = '<div class="card" tooltip="除以温度 $T$，softmax 变尖。">$x$。</div>'
+    assert zh_style.bind_formulas(card) == card.replace(
+        "$x$。</div>", '<span class="nowrap">$x$。</span></div>'
+    )

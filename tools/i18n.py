@@ -313,9 +313,14 @@ def chinese_script(source: str, tr: Translation) -> str:
     return head + "\n" + _CELL.sub(cell, rest)
 
 
-def _chinese_notebook(english: Path, tr: Translation) -> str:
-    """The English notebook with each Markdown cell (a text block) replaced by its translation."""
+def _chinese_notebook(english: Path, tr: Translation, code: Callable[[str], str]) -> str:
+    """The English notebook with each Markdown cell (a text block) replaced by its translation,
+    and its code cells' comments in Chinese (``code``)."""
     nb = json.loads(english.read_text())
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "code":
+            source = "".join(cell["source"])
+            cell["source"] = code(source).splitlines(keepends=True)
     zh = [tr.blocks[n][1] for n in sorted(tr.blocks)]
     markdown = [c for c in nb["cells"] if c["cell_type"] == "markdown"]
     if len(markdown) != len(zh):
@@ -332,7 +337,7 @@ def _title_and_intro(block: str) -> tuple[str, str]:
 
 
 def _example_page(
-    source: str, docs: Path, stale: list[str], generated: Callable[[str], str]
+    source: str, docs: Path, stale: list[str], texts: dict[str, str], missing: list[str]
 ) -> tuple[str, str, str]:
     """Write the Chinese page and downloads of one example; return its card's href and titles."""
     tr = Translation.load(translation_path(source))
@@ -358,14 +363,19 @@ def _example_page(
         elif not zh:
             raise TranslationError(f"{source}: string not translated: {en}")
         md = md.replace(f"![{en}](", f"![{zh}](")
-    md = generated(md)  # tables and printed output, through the catalogue
+    md = catalogue.translate(md, texts, missing.append)  # tables, printed output, comments
     for en, zh in BOILERPLATE.items():
         md = md.replace(en, zh)
     # Without the gallery plugin, MkDocs would name the page after its file in the navigation.
     title = _title_and_intro(tr.blocks[0][1])[0]
     target.write_text(f"---\ntitle: {json.dumps(title, ensure_ascii=False)}\n---\n{md}")
-    target.with_suffix(".py").write_text(chinese_script(source, tr))
-    target.with_suffix(".ipynb").write_text(_chinese_notebook(page.with_suffix(".ipynb"), tr))
+
+    def code(text: str) -> str:
+        return catalogue.translate_code(text, texts, missing.append)
+
+    target.with_suffix(".py").write_text(code(chinese_script(source, tr)))
+    notebook = _chinese_notebook(page.with_suffix(".ipynb"), tr, code)
+    target.with_suffix(".ipynb").write_text(notebook)
     gallery = GENERATED / page.relative_to(GENERATED).parts[0]
     href = page.relative_to(gallery).with_suffix("").as_posix()
     return href, _title_and_intro(english[0])[0], tr.blocks[0][1]
@@ -412,13 +422,9 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
     stale: list[str] = []
     missing: list[str] = []  # generated texts the catalogue has no entry for
     texts = catalogue.load()
-
-    def generated(md: str) -> str:
-        return catalogue.translate(md, texts, missing.append)
-
     cards = {}  # card href -> the English title and the Chinese block 0
     for source in SCRIPTS:
-        href, english_title, zh_block = _example_page(source, docs, stale, generated)
+        href, english_title, zh_block = _example_page(source, docs, stale, texts, missing)
         cards[href] = (english_title, zh_block)
     for source in PAGES:
         zh = _CJK_BREAK.sub("", Translation.load(translation_path(source)).page[1])  # type: ignore[index]

@@ -81,9 +81,10 @@ _MATH_THEN_PUNCTUATION = re.compile(rf"(?<!\$)({_INLINE_MATH})([{PUNCTUATION}]+)
 
 
 def bind_formulas(markdown: str) -> str:
-    """``$x$。`` as ``<span class="nowrap">$x$。</span>``, outside code blocks and spans."""
-    parts = re.split(r"(^```.*?^```[ \t]*$|`[^`\n]+`)", markdown, flags=re.M | re.S)
-    for i in range(0, len(parts), 2):  # the even parts are outside code
+    """``$x$。`` as ``<span class="nowrap">$x$。</span>``, outside code and HTML tags."""
+    # code blocks, code spans and HTML tags (a card's tooltip attribute holds formulas too)
+    parts = re.split(r"(^```.*?^```[ \t]*$|`[^`\n]+`|<[^<>]*>)", markdown, flags=re.M | re.S)
+    for i in range(0, len(parts), 2):  # the even parts are outside them
         parts[i] = _MATH_THEN_PUNCTUATION.sub(r'<span class="nowrap">\1\2</span>', parts[i])
     return "".join(parts)
 
@@ -101,7 +102,9 @@ def reader_text(page: str) -> str:
     md = re.sub(r"\A---\n.*?\n---\n", "", md, flags=re.S)  # front matter
     md = re.sub(r"^!!! \w+", "", md, flags=re.M)  # admonition markers
     md = re.sub(r"\*\*Total running time of the script:\*\*.*", "", md)  # a hook's, in Chinese
-    md = re.sub(r"\[:fontawesome[^\]]*\]\([^)]*\)", "", md)  # the download buttons
+    md = re.sub(r"\[:fontawesome[^\]]*\]\([^)]*\)(\{[^}]*\})?", "", md)  # download buttons
+    md = re.sub(r"\[[^\]\n]*\]\([^)\s]*reference/[^)\s]*\)", "X", md)  # API names, linked
+    md = md.replace("mkdocs-gallery", "X")  # the gallery's name, in its signature line
     text = prose(md)
     text = re.sub(r"[（(][A-Za-z][^（）()]*[）)]", "", text)  # glosses
     return re.sub(r"<[^>]+>|\{[#:.][^}]*\}", " ", text)
