@@ -374,3 +374,8 @@ def test_formulas_in_html_attributes_are_left_alone() -> None:
     assert zh_style.bind_formulas(card) == card.replace(
         "$x$。</div>", '<span class="nowrap">$x$。</span></div>'
     )
+
+
+def test_text_cells_are_not_code_comments() -> None:
+    script = "x = 1\n\n# %%\n# A text cell, translated as a block.\n\n# a comment\ny = 2\n"
+    assert [c[3] for c in catalogue.comments(script)] == ["a comment"]

@@ -149,19 +149,25 @@ _DIRECTIVE = re.compile(r"(noqa|type:|pragma|fmt:|ruff:|%%)")
 def comments(code: str) -> list[tuple[int, int, int, str]]:
     """The comments of some Python code, as (first line, last line, column, text): the lines
     of a comment block (comment-only lines at one column) joined; a comment after code on
-    its line is one of its own. Tool directives (noqa, type: ignore) are left out."""
+    its line is one of its own. Tool directives (noqa, type: ignore) and the text cells of a
+    gallery script (the comment lines after ``# %%``, translated as blocks) are left out."""
     found: list[tuple[int, int, int, str]] = []
     try:
         tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return found
     lines = code.split("\n")
+    prose = False  # in a text cell of a gallery script: the comment lines after "# %%"
     for tok in tokens:
         if tok.type != tokenize.COMMENT:
+            if tok.type not in (tokenize.NL, tokenize.NEWLINE) or not tok.line.strip():
+                prose = False  # code, or a blank line, ends a text cell
             continue
         row, col = tok.start
         text = tok.string.lstrip("#").strip()
-        if not text or _DIRECTIVE.match(text):
+        if text.startswith("%%"):
+            prose = True
+        if prose or not text or _DIRECTIVE.match(text):
             continue
         alone = not lines[row - 1][:col].strip()
         last = found[-1] if found else None
