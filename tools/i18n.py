@@ -445,6 +445,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
             + "\n  ".join(dict.fromkeys(missing))
         )
     anchors = _anchors(site)
+    split, indexed = search_index(site)
     for page in docs.rglob("*.md"):  # once every page exists
         md = _link_english_only(page.read_text(), page, docs, anchors)
         english = site / page.relative_to(docs).with_suffix("") / "index.html"
@@ -452,7 +453,8 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
             english = site / page.relative_to(docs).parent / "index.html"
         if english.exists():
             md = _english_anchors(md, english, page.relative_to(docs).as_posix())
-            md = _with_terms(md, english.read_text())
+            url = english.parent.relative_to(site).as_posix() + "/"
+            md = _with_terms(md, indexed.get("" if url == "./" else url, ""), split)
         page.write_text(zh_style.bind_formulas(md))
     return stale
 
@@ -460,19 +462,43 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
 _RUNNING_TIME = "**Total running time of the script:**"
 
 
-def _with_terms(md: str, english_html: str) -> str:
-    """The page with a note of the glossary terms its English counterpart uses, in Chinese and
-    English: a reader can look a term up in English, and the site search finds the page by its
-    English terms as it does on the English edition."""
-    article = re.search(r"<article\b.*?</article>", english_html, re.S)
-    text = article[0] if article else ""
-    text = re.sub(r"<(pre|code|script|style)\b.*?</\1>|<[^>]+>", " ", text, flags=re.S)
-    text = html.unescape(text)
-    used = [
-        f"{zh}（{en}）"
-        for zh, en, *_ in glossary()
-        if re.search(rf"\b{re.escape(en)}\b", text, re.I)
-    ]
+def search_index(site: Path) -> tuple[re.Pattern[str], dict[str, str]]:
+    """An edition's search index: its word separator, and each page's indexed text
+    (by URL), lowercased: what a reader's query can match there."""
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    found: dict[str, str] = {}
+    for doc in index["docs"]:
+        text = html.unescape(re.sub(r"<[^>]+>", " ", doc["title"] + " " + doc["text"]))
+        url = doc["location"].split("#")[0]
+        found[url] = found.get(url, "") + " " + text.lower()
+    return re.compile(index["config"]["separator"]), found
+
+
+def term_forms(term: str) -> set[str]:
+    """The forms of an English term a page may use: plurals (queries), and for a word in -ion
+    its stem (saturat: saturated, saturates); as the search, matching the start of words."""
+    forms = {term, term + "s", term + "es"}
+    if term.endswith("y"):
+        forms.add(term[:-1] + "ies")
+    if term.endswith("ion") and " " not in term:
+        forms.add(term[:-3])
+    return forms
+
+
+def _used(term: str, words: set[str], text: str) -> bool:
+    """Whether an English term is on a page, in any of its forms: a single word as the start
+    of an indexed word (as the search matches it), several words as a phrase."""
+    if " " in term:
+        return any(re.search(rf"\b{re.escape(f)}\b", text) for f in term_forms(term))
+    return any(w.startswith(f) for w in words for f in term_forms(term))
+
+
+def _with_terms(md: str, text: str, split: re.Pattern[str]) -> str:
+    """The page with a note of the glossary terms its English counterpart uses (``text``, its
+    indexed text), in Chinese and English: a reader can look a term up in English, and the
+    site search finds the page by its English terms as it does on the English edition."""
+    words = set(split.split(text))
+    used = [f"{zh}（{en}）" for zh, en, *_ in glossary() if _used(en.lower(), words, text)]
     if not used:
         return md
     note = '!!! abstract "本页术语"\n\n    ' + "、".join(used) + "\n\n"
