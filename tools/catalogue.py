@@ -24,6 +24,7 @@ appear on.
 
 from __future__ import annotations
 
+import functools
 import html
 import io
 import re
@@ -60,10 +61,27 @@ _CODE = re.compile(
 _WORD = re.compile(r"\b[a-z][a-z'-]*[a-z]\b")
 
 
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+
+
+@functools.cache
+def _vocabulary() -> frozenset[str]:
+    """The words the English pages' prose writes in lowercase and never capitalised inside a
+    sentence: a capitalised one of them (Claim, Verdict) is English, not a name (Llama)."""
+    words: set[str] = set()
+    names: set[str] = set()  # capitalised inside a sentence: Llama, Falcon
+    for page in GENERATED.glob("*/**/plot_*.md"):
+        prose = _CODE.sub(" ", re.sub(r"^```.*?^```", "", page.read_text(), flags=re.S | re.M))
+        words.update(_WORD.findall(prose))
+        names.update(m.lower() for m in re.findall(r"(?:\b[a-z]+|[,;(])\s+([A-Z][a-z]+)\b", prose))
+    return frozenset(words - KEPT - names)
+
+
 def english_words(text: str) -> list[str]:
     """The English words of ``text`` a Chinese reader would have to read as English."""
     rest = _CODE.sub(" ", text)
-    return [w for w in _WORD.findall(rest) if w.lower() not in KEPT]
+    found = [w for w in _WORD.findall(rest) if w.lower() not in KEPT]
+    return found + [w for w in _CAPITALISED.findall(rest) if w.lower() in _vocabulary()]
 
 
 def shape(text: str) -> tuple[str, list[str]]:

@@ -95,7 +95,8 @@ _OUTPUT_BLOCK = re.compile(r"^```\{\.shell \.mkd-glr-script-out-disp \}\n.*?^```
 def reader_text(page: str) -> str:
     """The prose of an assembled Chinese page as a reader sees it, for the English scan: no
     code, formulas, link targets or markup; no glosses (the English in brackets after a term);
-    no reference list (titles of works); no tables or printed output (the catalogue's)."""
+    no titles of works (in italics, and the reference list); no tables or printed output (the
+    catalogue's)."""
     md = _OUTPUT_BLOCK.sub("", page)
     md = re.sub(r"<table>.*?</table>", "", md, flags=re.S)
     md = re.sub(r"^## 参考文献.*?(?=^## |\Z)", "", md, flags=re.S | re.M)
@@ -105,6 +106,7 @@ def reader_text(page: str) -> str:
     md = re.sub(r"\[:fontawesome[^\]]*\]\([^)]*\)(\{[^}]*\})?", "", md)  # download buttons
     md = re.sub(r"\[[^\]\n]*\]\([^)\s]*reference/[^)\s]*\)", "X", md)  # API names, linked
     md = md.replace("mkdocs-gallery", "X")  # the gallery's name, in its signature line
+    md = re.sub(r"\*[A-Z][^*\n\u4e00-\u9fff]*\*", "X", md)  # titles of works, in italics
     text = prose(md)
     text = re.sub(r"[（(][A-Za-z][^（）()]*[）)]", "", text)  # glosses
     return re.sub(r"<[^>]+>|\{[#:.][^}]*\}", " ", text)
