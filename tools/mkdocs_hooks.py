@@ -24,7 +24,7 @@ _BOX = {
     ),
     "zh": (
         '\n\n!!! info "运行这个示例"\n\n'
-        "    在构建本页的双核 CPU 上，它运行了 {seconds:.1f} 秒。它需要 `attnscale` 包以及"
+        "    在构建本页的双核 CPU 上，它运行了 {seconds:.1f} 秒。它需要 `attnscale` 包以及 "
         "{packages}：\n"
         "    下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
     ),
