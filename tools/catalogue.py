@@ -15,7 +15,8 @@ made of entries::
     {} 个随机种子中有 {} 个收敛
 
 Only texts with English words need an entry: a cell that holds numbers, formulas, code names or
-names of models (``arXiv:1706.03762``, ``layers.0.self_attn``, ``GPT-2``) is shown as it is.
+names of models (``arXiv:1706.03762``, ``layers.0.self_attn``, ``GPT-2``) is shown as it is. An
+entry whose Chinese is its English keeps a text in English on purpose (a printed source line).
 
 ``python tools/catalogue.py missing`` lists the shapes on the generated pages that have no entry;
 ``python tools/catalogue.py skeleton`` adds them, empty, to the file of the page they first
@@ -44,7 +45,7 @@ _ENTRY = re.compile(r"^<!-- en: (?P<en>.*?) -->[ \t]*$", re.M)
 
 # Words that stay in English on Chinese pages: terms the field does not translate (the reader's
 # glossary page lists them), units, function names used as words, and projects named in
-# lowercase. A text needs a translation when it has a lowercase word outside them.
+# lowercase. A text needs a translation when it has an English word outside them.
 KEPT = {
     *("softmax", "logit", "logits", "argmax", "sigmoid", "tanh", "bootstrap", "bug", "bugs"),
     *("nats", "nat", "ms", "arxiv", "dtype", "inf", "nan", "cpu", "gpu", "eager", "sdpa"),
@@ -53,14 +54,13 @@ KEPT = {
     *("ultralytics", "flash-attention", "x-transformers", "lm-evaluation-harness"),
     *("huggingface", "flashinfer", "flashinfer-ai", "vs", "z-loss"),
 }
-# Code and names: dotted or snake_case identifiers, CamelCase, words with digits, x/y ratios.
+# Code and names: dotted or snake_case identifiers, CamelCase, words with digits, code spans,
+# URLs, and the monitor's name for a call outside every module.
 _CODE = re.compile(
     r"[A-Za-z_][\w]*(?:[._][\w]+)+|\b[A-Z][a-z]*[A-Z]\w*|\b\w*\d\w*\b|`[^`]*`|https?://\S+"
     r"|<top level>"
 )
 _WORD = re.compile(r"\b[a-z][a-z'-]*[a-z]\b")
-
-
 _CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
 
 
@@ -153,7 +153,7 @@ def _printed(block: str, units: list[tuple[str, str, str | None]]) -> list[str]:
     for _, text, cont in units:
         n = 1
         if cont is not None:  # as many lines as it takes to rebuild the text
-            while " ".join(x.strip() for x in lines[i : i + n]) != text:
+            while " ".join(x.strip() for x in lines[i : i + n]) != text and i + n < len(lines):
                 n += 1
         found.append("\n".join(lines[i : i + n]))
         i += n
@@ -167,7 +167,7 @@ _DIRECTIVE = re.compile(r"(noqa|type:|pragma|fmt:|ruff:|%%)")
 def comments(code: str) -> list[tuple[int, int, int, str]]:
     """The comments of some Python code, as (first line, last line, column, text): the lines
     of a comment block (comment-only lines at one column) joined; a comment after code on
-    its line is one of its own. Tool directives (noqa, type: ignore) and the text cells of a
+    its line is one of its own, its column given as -column - 1. Tool directives (noqa, type: ignore) and the text cells of a
     gallery script (the comment lines after ``# %%``, translated as blocks) are left out."""
     found: list[tuple[int, int, int, str]] = []
     try:
@@ -212,10 +212,10 @@ def translate_code(code: str, catalogue: dict[str, str], missing: Callable[[str]
             at = -col - 1
             lines[first - 1] = lines[first - 1][:at] + "# " + zh
         else:
-            pad = " " * col
-            width = max(_width(x) for x in lines[first - 1 : last]) if first else 80
-            block = wrap(zh, pad + "# ", pad + "# ", max(width, col + 40)).split("\n")
-            lines[first - 1 : last] = block
+            # a block re-wrapped as wide as the English one was (at least 40 columns of text)
+            pad = " " * col + "# "
+            width = max(max(_width(x) for x in lines[first - 1 : last]), col + 40)
+            lines[first - 1 : last] = wrap(zh, pad, pad, width).split("\n")
     return "\n".join(lines)
 
 

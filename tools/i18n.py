@@ -14,7 +14,8 @@ translated in ``i18n/zh/examples/02_softmax/plot_01_shift_vs_scale.md``, ``docs/
 - ``<!-- string: ENGLISH -->``: a figure's alt text on a generated page, keyed by the English
   exactly as the English page shows it.
 
-Result tables and printed output are translated through the catalogue (``tools/catalogue.py``).
+Result tables, printed output and code comments are translated through the catalogue
+(``tools/catalogue.py``).
 
 A block or page whose English changed since it was translated is *stale*; ``todo`` after the
 hash marks a block not yet translated. ``python tools/i18n.py check`` lists both, and
