@@ -311,6 +311,7 @@ def test_every_generated_text_has_a_chinese_entry() -> None:
     assert not missing, "run `python tools/catalogue.py skeleton` and translate:\n" + "\n".join(
         f"{page}: {key}" for page, keys in missing.items() for key in keys
     )
+    assert not catalogue.unused(), "entries no page shows: python tools/catalogue.py missing"
 
 
 def test_the_english_scan_catches_a_planted_word() -> None:

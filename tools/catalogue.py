@@ -18,7 +18,8 @@ Only texts with English words need an entry: a cell that holds numbers, formulas
 names of models (``arXiv:1706.03762``, ``layers.0.self_attn``, ``GPT-2``) is shown as it is. An
 entry whose Chinese is its English keeps a text in English on purpose (a printed source line).
 
-``python tools/catalogue.py missing`` lists the shapes on the generated pages that have no entry;
+``python tools/catalogue.py missing`` lists the shapes on the generated pages that have no entry,
+and the entries no page shows any more;
 ``python tools/catalogue.py skeleton`` adds them, empty, to the file of the page they first
 appear on.
 """
@@ -124,6 +125,9 @@ _CELL = re.compile(r"(<t[hd]>(?:<a [^>]*>)?)(.*?)((?:</a>)?</t[hd]>)", re.S)
 _OUTPUT = re.compile(r"(```\{\.shell \.mkd-glr-script-out-disp \}\n)(.*?)(^```)", re.S | re.M)
 
 
+_LABELLED = re.compile(r"[\w .()/-]{1,32}: ")
+
+
 def _units(block: str) -> list[tuple[str, str, str | None]]:
     """The printed lines of an output block, the lines of a wrapped paragraph joined, as
     (indentation, text, indentation of its continuation lines; None for one line). A line
@@ -135,8 +139,12 @@ def _units(block: str) -> list[tuple[str, str, str | None]]:
     for line in block.split("\n"):
         indent, text = line[: len(line) - len(line.lstrip())], line.strip()
         prose = "  " not in text
-        # a continuation is indented under its first line, or goes on mid-sentence
-        goes_on = units and (len(indent) > len(units[-1][0]) or text[:1].islower())
+        # a continuation is indented under its first line, or goes on mid-sentence (not a
+        # "label: value" line, nor code)
+        line_of_its_own = _LABELLED.match(text) or " = " in text
+        goes_on = units and (
+            len(indent) > len(units[-1][0]) or (text[:1].islower() and not line_of_its_own)
+        )
         if text and prose and wrapped and goes_on:
             first, joined, cont = units[-1]
             units[-1] = (first, f"{joined} {text}", cont if cont is not None else indent)
@@ -300,13 +308,23 @@ def missing_by_page() -> dict[str, list[str]]:
     return found
 
 
+def unused() -> list[str]:
+    """The catalogue's entries no generated page shows any more (their English changed)."""
+    shown = {shape(text)[0] for page in _pages() for text in texts(page.read_text())}
+    return [key for key in load() if key not in shown]
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["missing"]:
         found = missing_by_page()
         for page, keys in found.items():
             print(f"{page}: {len(keys)}")
             print("".join(f"  {k}\n" for k in keys), end="")
-        return 1 if found else 0
+        stale = unused()
+        if stale:
+            print(f"no longer on any page: {len(stale)}")
+            print("".join(f"  {k}\n" for k in stale), end="")
+        return 1 if found or stale else 0
     if argv[:1] == ["skeleton"]:
         CATALOGUE.mkdir(parents=True, exist_ok=True)
         for page, keys in missing_by_page().items():
