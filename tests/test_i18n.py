@@ -297,6 +297,10 @@ def test_a_wrapped_printed_paragraph_is_one_text() -> None:
         f"{line} no scale: the product reaches the softmax unscaled.",
         "Next item",
     ]
+    # a "label: value" line or a code line after a long line is a line of its own
+    long = "training loss, mean of each quarter of the run: 0.91, 0.52, 0.44, 0.43"
+    for second in ("held-out loss: 0.43 nats per byte", "self.scaling = self.head_dim**-0.5"):
+        assert [u[1] for u in catalogue._units(f"{long}\n{second}")] == [long, second]
     wrapped = catalogue.wrap("警告：" + "分数乘以 1，" * 12 + "未缩放。", "", "    ")
     # 80 columns, and a full-width punctuation mark may hang past them rather than start a line
     assert all(catalogue._width(x) <= 82 for x in wrapped.splitlines())
