@@ -384,3 +384,38 @@ def test_formulas_in_html_attributes_are_left_alone() -> None:
 def test_text_cells_are_not_code_comments() -> None:
     script = "x = 1\n\n# %%\n# A text cell, translated as a block.\n\n# a comment\ny = 2\n"
     assert [c[3] for c in catalogue.comments(script)] == ["a comment"]
+
+
+def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> None:
+    """The English build keeps a copy of a gallery figure; the Chinese edition redraws it with
+    its texts through the catalogue, in the CJK font, and reports a text with no entry."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import zh_figures
+
+    monkeypatch.setattr(zh_figures, "COPIES", tmp_path / "figures")
+    monkeypatch.setattr(catalogue, "GENERATED", tmp_path / "generated")
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1], label="no scale")
+    ax.set_title("Entropy over 3 seeds")
+    ax.set_xlabel("$d_k$")
+    ax.legend()
+    image = tmp_path / "generated" / "gallery" / "a" / "images" / "mkd_glr_plot_01_a_001.png"
+    image.parent.mkdir(parents=True)
+    zh_figures.keep(fig, image, {"dpi": 50})
+    zh_figures.keep(fig, tmp_path / "elsewhere.png", {})  # not a gallery image: no copy
+    plt.close(fig)
+    ((copy, rel),) = list(zh_figures.copies())
+    assert rel.as_posix() == "gallery/a/images/mkd_glr_plot_01_a_001.png"
+    assert sorted(zh_figures.english_texts(copy)) == ["Entropy over 3 seeds", "no scale"]
+    missing: list[str] = []
+    figure, kwargs = zh_figures.translated(
+        copy, {"Entropy over {} seeds": "{} 个随机种子上的熵"}, missing.append
+    )
+    assert figure.axes[0].get_title() == "3 个随机种子上的熵" and kwargs == {"dpi": 50}
+    assert zh_figures.CJK_FONT in figure.axes[0].title.get_fontfamily()
+    assert figure.axes[0].get_xlabel() == "$d_k$" and missing == ["no scale"]
+    zh_figures.redraw(copy, image, {}, missing.append)
+    assert image.stat().st_size > 0

@@ -1,5 +1,5 @@
-"""Generated text in Chinese: the cells of result tables, the lines examples print, and the
-comments of their code.
+"""Generated text in Chinese: the cells of result tables, the lines examples print, the
+comments of their code, and the text of their figures (tools/zh_figures.py).
 
 The examples run once, in English; their tables and printed output hold numbers of that run. The
 Chinese edition translates them by *shape*: a text with every number replaced by ``{}``.
@@ -33,7 +33,7 @@ import re
 import sys
 import tokenize
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -299,18 +299,30 @@ def _pages() -> list[Path]:
 def missing_by_page() -> dict[str, list[str]]:
     """The shapes with no entry, by the page they first appear on (its file name)."""
     catalogue, seen, found = load(), set(), {}
+    for page, text in _all_texts():
+        key = shape(text)[0]
+        if not catalogue.get(key) and key not in seen:
+            seen.add(key)
+            found.setdefault(page, []).append(key)
+    return found
+
+
+def _all_texts() -> Iterator[tuple[str, str]]:
+    """Every text of the generated pages and their figures that needs an entry, with its page."""
+    import zh_figures  # it uses this module
+
     for page in _pages():
         for text in texts(page.read_text()):
-            key = shape(text)[0]
-            if not catalogue.get(key) and key not in seen:
-                seen.add(key)
-                found.setdefault(page.stem, []).append(key)
-    return found
+            yield page.stem, text
+    for copy, image in zh_figures.copies():
+        page = re.sub(r"^mkd_glr_(.*)_\d+$", r"\1", image.stem)
+        for text in zh_figures.english_texts(copy):
+            yield page, text
 
 
 def unused() -> list[str]:
     """The catalogue's entries no generated page shows any more (their English changed)."""
-    shown = {shape(text)[0] for page in _pages() for text in texts(page.read_text())}
+    shown = {shape(text)[0] for _, text in _all_texts()}
     return [key for key in load() if key not in shown]
 
 

@@ -39,6 +39,7 @@ from pathlib import Path
 from textwrap import dedent
 
 import catalogue
+import zh_figures
 import zh_style
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -440,6 +441,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
         (docs / times.relative_to(ROOT / "docs")).write_text(md)
     (docs / "glossary.md").write_text(_glossary_page())
     write_jieba_dictionary(out / "jieba_user.txt")
+    _redraw_figures(docs, texts, missing)
     if missing:
         raise TranslationError(
             "generated texts with no Chinese (python tools/catalogue.py skeleton):\n  "
@@ -458,6 +460,17 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
             md = _with_terms(md, indexed.get("" if url == "./" else url, ""), split)
         page.write_text(zh_style.bind_formulas(md))
     return stale
+
+
+def _redraw_figures(docs: Path, texts: dict[str, str], missing: list[str]) -> None:
+    """The Chinese pages' figures, redrawn with their text in Chinese from the copies the
+    English build kept (an example the English build did not rerun keeps its English figure)."""
+    kept = [(copy, docs / "generated" / image) for copy, image in zh_figures.copies()]
+    kept = [(copy, target) for copy, target in kept if target.exists()]
+    if kept:
+        zh_figures.check_font()
+    for copy, target in kept:
+        zh_figures.redraw(copy, target, texts, missing.append)
 
 
 _RUNNING_TIME = "**Total running time of the script:**"

@@ -1,5 +1,6 @@
 """MkDocs hooks, for both editions: a "running this example" box and a search boost on gallery
-pages, and the language switcher's link to the same page in the other edition."""
+pages, the language switcher's link to the same page in the other edition, and (English build)
+a copy of each gallery figure for the Chinese edition."""
 
 from __future__ import annotations
 
@@ -40,6 +41,17 @@ ONLY_IN = {"en": ("reference/",), "zh": ("glossary/",)}
 
 def _language(config: Any) -> str:
     return "zh" if config["theme"]["language"] == "zh" else "en"
+
+
+def on_config(config: Any, **_: Any) -> Any:
+    """The English build keeps a copy of each gallery figure, for the Chinese edition to redraw
+    with Chinese text (tools/zh_figures.py)."""
+    if _language(config) == "en":
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import zh_figures
+
+        zh_figures.install_keeper()
+    return config
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:

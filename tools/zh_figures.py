@@ -1,0 +1,118 @@
+"""The figures of the Chinese edition: the English build's figures, redrawn with Chinese text.
+
+The English build runs every example once. While it saves a gallery figure, the MkDocs hook keeps
+a pickled copy of the figure (``keep``) under ``build/figures/``. The Chinese assembly loads each
+copy, puts every English text of it (title, axis labels, legend, tick labels, notes) through the
+catalogue (``tools/catalogue.py``), as it does for tables and printed output, and saves it over
+the Chinese page's copy of the image, in a CJK font from the system's fonts (Debian's
+``fonts-noto-cjk``). The data are the English run's: nothing is computed twice.
+"""
+
+from __future__ import annotations
+
+import pickle
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import catalogue
+
+ROOT = Path(__file__).resolve().parent.parent
+COPIES = ROOT / "build" / "figures"
+#: The font the Chinese text is drawn in, after the style's own font for Latin text.
+CJK_FONT = "Noto Sans CJK SC"
+_GALLERY_IMAGE = re.compile(r"/images/mkd_glr_[\w]+\.png$")
+
+
+def keep(figure: Any, path: str | Path, kwargs: dict[str, Any]) -> None:
+    """Keep a copy of a gallery figure being saved at ``path`` (under docs/generated)."""
+    path = Path(path).resolve()
+    if not _GALLERY_IMAGE.search(path.as_posix()):
+        return
+    copy = COPIES / path.relative_to(catalogue.GENERATED).with_suffix(".pickle")
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        data = pickle.dumps((figure, {k: v for k, v in kwargs.items() if k != "fname"}))
+    except Exception:  # a figure that cannot be pickled stays English on the Chinese page
+        copy.unlink(missing_ok=True)
+        return
+    copy.write_bytes(data)
+
+
+def install_keeper() -> None:
+    """Keep a copy of every figure the gallery saves from now on (the English build's hook)."""
+    from matplotlib.figure import Figure
+
+    if getattr(Figure.savefig, "_keeps_copies", False):
+        return
+    save = Figure.savefig
+
+    def savefig(self: Figure, fname: Any, *args: Any, **kwargs: Any) -> Any:
+        out = save(self, fname, *args, **kwargs)
+        if isinstance(fname, (str, Path)) and not args:
+            keep(self, fname, kwargs)
+        return out
+
+    savefig._keeps_copies = True  # type: ignore[attr-defined]
+    Figure.savefig = savefig  # type: ignore[method-assign]
+
+
+def copies() -> Iterator[tuple[Path, Path]]:
+    """Each kept figure, with its image's path relative to docs/generated."""
+    for copy in sorted(COPIES.rglob("*.pickle")):
+        yield copy, copy.relative_to(COPIES).with_suffix(".png")
+
+
+def _texts(figure: Any) -> list[Any]:
+    from matplotlib.text import Text
+
+    return [t for t in figure.findobj(Text) if t.get_text().strip()]
+
+
+def english_texts(copy: Path) -> list[str]:
+    """The texts of a kept figure that need a catalogue entry."""
+    figure, _ = pickle.loads(copy.read_bytes())
+    return [t.get_text() for t in _texts(figure) if catalogue.english_words(t.get_text())]
+
+
+def translated(
+    copy: Path, texts: dict[str, str], missing: Callable[[str], None]
+) -> tuple[Any, dict[str, Any]]:
+    """A kept figure with its English texts in Chinese, and the arguments it was saved with."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    figure, kwargs = pickle.loads(copy.read_bytes())
+    for text in _texts(figure):
+        english = text.get_text()
+        if not catalogue.english_words(english):
+            continue
+        key, numbers = catalogue.shape(english)
+        if not texts.get(key):
+            missing(key)
+            continue
+        text.set_text(catalogue.fill(texts[key], numbers))
+        text.set_fontfamily([*text.get_fontfamily(), CJK_FONT])
+    return figure, kwargs
+
+
+def redraw(copy: Path, target: Path, texts: dict[str, str], missing: Callable[[str], None]) -> None:
+    """Save a kept figure at ``target`` with its English texts in Chinese."""
+    import matplotlib.pyplot as plt
+
+    figure, kwargs = translated(copy, texts, missing)
+    figure.savefig(target, **kwargs)
+    plt.close(figure)
+
+
+def check_font() -> None:
+    """Raise if matplotlib cannot find the CJK font (the Chinese text would be boxes)."""
+    from matplotlib import font_manager
+
+    try:
+        font_manager.findfont(CJK_FONT, fallback_to_default=False)
+    except ValueError:
+        raise RuntimeError(
+            f"the Chinese figures need the font {CJK_FONT!r}: apt-get install fonts-noto-cjk"
+        ) from None
