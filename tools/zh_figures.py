@@ -70,10 +70,19 @@ def _texts(figure: Any) -> list[Any]:
     return [t for t in figure.findobj(Text) if t.get_text().strip()]
 
 
+_MATH = re.compile(r"\$[^$]*\$")
+
+
+def _english(text: str) -> bool:
+    """Whether a figure text has English words outside its math (a log axis's tick labels are
+    ``$\\mathdefault{10^{3}}$``: math only)."""
+    return bool(catalogue.english_words(_MATH.sub(" ", text)))
+
+
 def english_texts(copy: Path) -> list[str]:
-    """The texts of a kept figure that need a catalogue entry."""
+    """The lines of a kept figure's texts that need a catalogue entry (an entry is one line)."""
     figure, _ = pickle.loads(copy.read_bytes())
-    return [t.get_text() for t in _texts(figure) if catalogue.english_words(t.get_text())]
+    return [line for t in _texts(figure) for line in t.get_text().split("\n") if _english(line)]
 
 
 def translated(
@@ -85,15 +94,17 @@ def translated(
     matplotlib.use("Agg")
     figure, kwargs = pickle.loads(copy.read_bytes())
     for text in _texts(figure):
-        english = text.get_text()
-        if not catalogue.english_words(english):
-            continue
-        key, numbers = catalogue.shape(english)
-        if not texts.get(key):
-            missing(key)
-            continue
-        text.set_text(catalogue.fill(texts[key], numbers))
-        text.set_fontfamily([*text.get_fontfamily(), CJK_FONT])
+        lines = text.get_text().split("\n")
+        for i, line in enumerate(lines):
+            if _english(line):
+                key, numbers = catalogue.shape(line)
+                if texts.get(key):
+                    lines[i] = catalogue.fill(texts[key], numbers)
+                else:
+                    missing(key)
+        if lines != text.get_text().split("\n"):
+            text.set_text("\n".join(lines))
+            text.set_fontfamily([*text.get_fontfamily(), CJK_FONT])
     return figure, kwargs
 
 
