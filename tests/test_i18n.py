@@ -388,7 +388,9 @@ def test_text_cells_are_not_code_comments() -> None:
 
 def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> None:
     """The English build keeps a copy of a gallery figure; the Chinese edition redraws it with
-    its texts through the catalogue, in the CJK font, and reports a text with no entry."""
+    its texts through the catalogue, in the CJK font, and reports a text with no entry; fixed
+    tick labels are translated where the axis draws them from; a text with math is drawn in the
+    CJK font alone (mathtext has no per-glyph fallback)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -397,10 +399,13 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
 
     monkeypatch.setattr(zh_figures, "COPIES", tmp_path / "figures")
     monkeypatch.setattr(catalogue, "GENERATED", tmp_path / "generated")
-    fig, ax = plt.subplots()
+    fig, (ax, bars) = plt.subplots(1, 2)
+    bars.barh(["low", "no scale"], [1, 2])
     ax.plot([0, 1], [0, 1], label="no scale")
     ax.set_title("Entropy over 3 seeds")
     ax.set_xlabel("$d_k$")
+    ax.set_ylabel("$H$ per head")
+    ax.set_yticks([0, 1], labels=["low", "2 high"])
     ax.legend()
     image = tmp_path / "generated" / "gallery" / "a" / "images" / "mkd_glr_plot_01_a_001.png"
     image.parent.mkdir(parents=True)
@@ -409,14 +414,29 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
     plt.close(fig)
     ((copy, rel),) = list(zh_figures.copies())
     assert rel.as_posix() == "gallery/a/images/mkd_glr_plot_01_a_001.png"
-    assert sorted(zh_figures.english_texts(copy)) == ["Entropy over 3 seeds", "no scale"]
+    assert sorted(set(zh_figures.english_texts(copy))) == [
+        "$H$ per head",
+        "2 high",
+        "Entropy over 3 seeds",
+        "low",
+        "no scale",
+    ]
     missing: list[str] = []
-    figure, kwargs = zh_figures.translated(
-        copy, {"Entropy over {} seeds": "{} 个随机种子上的熵"}, missing.append
-    )
-    assert figure.axes[0].get_title() == "3 个随机种子上的熵" and kwargs == {"dpi": 50}
-    assert zh_figures.CJK_FONT in figure.axes[0].title.get_fontfamily()
-    assert figure.axes[0].get_xlabel() == "$d_k$" and missing == ["no scale"]
+    texts = {
+        "Entropy over {} seeds": "{} 个随机种子上的熵",
+        "$H$ per head": "每个头的 $H$",
+        "{} high": "{} 高",
+        "low": "低",
+    }
+    figure, kwargs = zh_figures.translated(copy, texts, missing.append)
+    ax = figure.axes[0]
+    assert ax.get_title() == "3 个随机种子上的熵" and kwargs == {"dpi": 50}
+    assert ax.title.get_fontfamily()[-1] == zh_figures.CJK_FONT != ax.title.get_fontfamily()[0]
+    assert ax.get_ylabel() == "每个头的 $H$"
+    assert ax.yaxis.label.get_fontfamily() == [zh_figures.CJK_FONT]
+    assert [ax.yaxis.get_major_formatter()(v, i) for i, v in enumerate([0, 1])] == ["低", "2 高"]
+    assert figure.axes[1].yaxis.get_major_formatter()(0) == "低"
+    assert ax.get_xlabel() == "$d_k$" and set(missing) == {"no scale"}
     zh_figures.redraw(copy, image, {}, missing.append)
     assert image.stat().st_size > 0
 

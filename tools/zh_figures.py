@@ -93,8 +93,9 @@ def translated(
 
     matplotlib.use("Agg")
     figure, kwargs = pickle.loads(copy.read_bytes())
-    for text in _texts(figure):
-        lines = text.get_text().split("\n")
+
+    def chinese(text: str) -> str:
+        lines = text.split("\n")
         for i, line in enumerate(lines):
             if _english(line):
                 key, numbers = catalogue.shape(line)
@@ -102,10 +103,40 @@ def translated(
                     lines[i] = catalogue.fill(texts[key], numbers)
                 else:
                     missing(key)
-        if lines != text.get_text().split("\n"):
-            text.set_text("\n".join(lines))
-            text.set_fontfamily([*text.get_fontfamily(), CJK_FONT])
+        return "\n".join(lines)
+
+    for text in _texts(figure):
+        zh = chinese(text.get_text())
+        if zh != text.get_text():
+            text.set_text(zh)
+            # a text with math is laid out by mathtext in one font, with no per-glyph fallback:
+            # Noto Sans CJK, which has Latin letters too; elsewhere the CJK font follows the
+            # style's for the characters it lacks
+            family = text.get_fontfamily()
+            text.set_fontfamily([CJK_FONT] if "$" in zh else [*family, CJK_FONT])
+    for axes in figure.axes:  # tick labels are drawn again from the axes' formatters
+        for axis in (axes.xaxis, axes.yaxis):
+            _translate_formatter(axis.get_major_formatter(), chinese)
     return figure, kwargs
+
+
+def _translate_formatter(formatter: Any, chinese: Callable[[str], str]) -> None:
+    """Put the fixed labels of a tick formatter through ``chinese`` (set_yticks(labels=...)
+    makes a FuncFormatter over a dict of labels; older code, a FixedFormatter; bars over
+    strings, a category formatter)."""
+    import functools
+
+    from matplotlib.category import StrCategoryFormatter
+    from matplotlib.ticker import FixedFormatter, FuncFormatter
+
+    if isinstance(formatter, StrCategoryFormatter):
+        formatter._units = {chinese(str(k)): v for k, v in formatter._units.items()}
+    elif isinstance(formatter, FixedFormatter):
+        formatter.seq = [chinese(label) for label in formatter.seq]
+    elif isinstance(formatter, FuncFormatter) and isinstance(formatter.func, functools.partial):
+        for labels in formatter.func.args:
+            if isinstance(labels, dict):
+                labels.update((k, chinese(v)) for k, v in labels.items())
 
 
 def redraw(copy: Path, target: Path, texts: dict[str, str], missing: Callable[[str], None]) -> None:

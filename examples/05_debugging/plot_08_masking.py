@@ -151,10 +151,10 @@ for ax, (name, w) in zip(axes, rows.items(), strict=True):
         if w[0, 0, i].isnan().all():
             ax.text(SEQ / 2 - 0.5, i, "NaN", ha="center", va="center", color="white", fontsize=8)
     ax.set_title(name.replace(", ", ",\n"), fontsize=8)
-    ax.set_xlabel("key")
+    ax.set_xlabel("key position")
     ax.set_xticks(range(SEQ))
     ax.grid(False)
-axes[0].set_ylabel("query")
+axes[0].set_ylabel("query position")
 fig.colorbar(image, ax=axes, shrink=0.8, label="weight")
 
 # %%
