@@ -14,6 +14,7 @@ ROOT = Path(__file__).parent
 # The exact CPU build: an open-ended torch would pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
 GENERATED = ROOT / "docs" / "generated"
+FIGURE_COPIES = ROOT / "build" / "figures"  # tools/zh_figures.COPIES
 VENDOR = ROOT / "docs" / "assets" / "vendor"
 
 nox.options.sessions = ["lint", "tests"]
@@ -120,18 +121,26 @@ def _invalidate_stale_examples(session: nox.Session) -> None:
     wipes the cache. A script also reruns when its page is missing, or when the
     gallery's copy of it differs from the source its md5 records: a run that failed
     or was interrupted leaves the new copy next to the old md5, and the outputs of
-    that run must not be reused when the old source comes back.
+    that run must not be reused when the old source comes back. It reruns, too, when
+    one of its figures has no copy for the Chinese edition to redraw (tools/zh_figures.py).
     """
     freeze = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
     key = _digest(ROOT / "src", ROOT / "mkdocs.yml", extra=str(freeze))
     stamp = GENERATED / ".environment"
     if not stamp.exists() or stamp.read_text() != key:
         shutil.rmtree(GENERATED, ignore_errors=True)
+        shutil.rmtree(FIGURE_COPIES, ignore_errors=True)
         GENERATED.mkdir(parents=True)
         stamp.write_text(key)
     for md5 in GENERATED.glob("**/*.py.md5"):  # every gallery: guide and fact-check
         copy = md5.with_suffix("")  # the source the gallery processed last
-        if not copy.with_suffix(".md").exists() or _gallery_md5(copy) != md5.read_text():
+        figures = md5.parent.glob(f"images/mkd_glr_{copy.stem}_*.png")
+        kept = (FIGURE_COPIES / f.relative_to(GENERATED).with_suffix(".pickle") for f in figures)
+        if (
+            not copy.with_suffix(".md").exists()
+            or _gallery_md5(copy) != md5.read_text()
+            or not all(k.exists() for k in kept)
+        ):
             md5.unlink()
 
 
