@@ -443,7 +443,7 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
 
 def test_every_figure_is_redrawn_in_chinese() -> None:
     """Every gallery figure of the English build has a kept copy, and the Chinese page shows
-    it redrawn wherever it has English text."""
+    it redrawn wherever it has English text; so is a gallery card's thumbnail."""
     import zh_figures
 
     images = sorted(catalogue.GENERATED.glob("**/images/mkd_glr_*.png"))
@@ -456,6 +456,10 @@ def test_every_figure_is_redrawn_in_chinese() -> None:
     for image in redrawn:
         chinese = i18n.BUILD / "docs" / image.relative_to(ROOT / "docs")
         assert chinese.read_bytes() != image.read_bytes(), image.name
+        thumb = image.parent / "thumb" / image.name.replace("_001.png", "_thumb.png")
+        if image.name.endswith("_001.png") and thumb.exists():  # the gallery card's thumbnail
+            zh_thumb = chinese.parent / "thumb" / thumb.name
+            assert zh_thumb.read_bytes() != thumb.read_bytes(), thumb.name
 
 
 def test_no_english_is_left_in_the_chinese_figures() -> None:

@@ -464,13 +464,23 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
 
 def _redraw_figures(docs: Path, texts: dict[str, str], missing: list[str]) -> None:
     """The Chinese pages' figures, redrawn with their text in Chinese from the copies the
-    English build kept (an example the English build did not rerun keeps its English figure)."""
+    English build kept, and the gallery cards' thumbnails, made from each example's first
+    figure as the gallery makes them (at the English thumbnail's size)."""
+    from mkdocs_gallery.utils import rescale_image
+    from PIL import Image
+
     kept = [(copy, docs / "generated" / image) for copy, image in zh_figures.copies()]
     kept = [(copy, target) for copy, target in kept if target.exists()]
     if kept:
         zh_figures.check_font()
     for copy, target in kept:
         zh_figures.redraw(copy, target, texts, missing.append)
+        first = re.fullmatch(r"(mkd_glr_.+)_001\.png", target.name)
+        thumb = target.parent / "thumb" / f"{first[1]}_thumb.png" if first else None
+        if thumb is not None and thumb.exists():
+            with Image.open(thumb) as old:
+                size = old.size
+            rescale_image(target, thumb, *size)
 
 
 _RUNNING_TIME = "**Total running time of the script:**"
