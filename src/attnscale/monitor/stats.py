@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 __all__ = ["logit_stats", "qk_spreads"]
@@ -47,82 +46,62 @@ def logit_stats(
     """
     x = logits.detach().float()
     finite, masked, sinks, invalid = _classify(x, mask, sink, mask_value)
+    count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
     xm = x.masked_fill(invalid, -math.inf)
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
     # centred on the row maximum: the valid logits minus it (<= 0), the others -inf
     centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
-    c0 = centred.masked_fill(invalid, 0.0)
-    # From max-centred logits xc <= 0 exp cannot overflow and the top entry's term is exactly
-    # 1, so the row sum S >= 1, the largest probability is 1/S, and the entropy
-    # log S - sum(e·xc)/S is a sum of two terms >= 0 (computed as lse - sum(p x) on
-    # uncentred logits, the two cancel in float32 for one-hot rows and went negative).
-    # Centred logits below -_EXP_FLOOR are raised to it: their terms, under e^-80 against the
-    # top entry's 1, are lost in float32 either way, and exp is about 30 times slower on CPU
-    # where its result underflows (a masked entry at -inf included).
-    xc = centred.clamp_min_(-_EXP_FLOOR)
-    e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
-    # the masked entries' largest logit, against which the valid keys' (the sink columns'
-    # too) tells whether the probability they still take is negligible
+    out = _spread(centred, top, invalid, count) | _probabilities(centred, count, saturation)
+    empty = count == 0  # (..., rows): no valid key at all
+    # a row's output is bad when it has a non-finite value; without the model's own
+    # output, the softmax of the logits stands in for it, which is finite if they are
+    if outputs is not None:
+        bad_out = ~torch.isfinite(outputs.detach().float().sum(-1))  # (..., rows)
+    elif finite is None and not bool(empty.any()):
+        bad_out = torch.zeros_like(empty)
+    else:
+        bad_out = ~torch.isfinite(torch.softmax(x, dim=-1)).all(-1)
+    # the probability the masked entries still take: their max against the valid keys'
+    # (the sink columns' too), and the full softmax only where that is not negligible
     leak = masked if finite is None else masked & finite
     xf = x if finite is None else x.masked_fill(~finite, -math.inf)  # NaN and +inf out
     others = top if sinks is None else xf.masked_fill(leak, -math.inf).amax(-1, True)
-    rows_of = {
-        "count": x.shape[-1] - invalid.sum(-1),
-        "sum": c0.sum(-1),
-        "norm": torch.linalg.vector_norm(c0, dim=-1),
-        "lowest": c0.amin(-1),
-        "top": top.squeeze(-1),
-        "total": e.sum(-1),
-        "first": e[..., 0].clone(),  # e is overwritten next
-        "ex": e.mul_(xc).sum(-1),
-        "leak_gap": torch.where(leak, xf, -math.inf).amax(-1) - others.squeeze(-1),
-    }
-    if outputs is not None:  # a row's output is bad when it has a non-finite value
-        rows_of["bad"] = ~torch.isfinite(outputs.detach().float().sum(-1))
-    if finite is not None or sinks is not None:
-        rows_of["masked"] = masked.sum(-1)
-    if sinks is not None:
-        rows_of["sinks"] = sinks.sum(-1)
-    # every per-row quantity in one transfer (one device sync on GPU); the rest is arithmetic
-    # on one value per row, in float64, where numpy costs far less per operation than torch
-    table = torch.stack([t.float() for t in rows_of.values()]).cpu().numpy().astype(np.float64)
-    r = dict(zip(rows_of, table, strict=True))
-    count = r["count"]
-    empty = count == 0  # (..., rows): no valid key at all
-    out = _spread(r) | _probabilities(r, saturation)
-    if "bad" in r:
-        bad_out = r["bad"] > 0
-    elif finite is None and not empty.any():
-        bad_out = np.zeros_like(empty)
-    else:  # the softmax of the logits stands in for the model's output, finite if they are
-        bad_out = ~torch.isfinite(torch.softmax(x, dim=-1)).all(-1).cpu().numpy()
-    n_masked = int(r["masked"].sum()) if "masked" in r else x.numel() - int(count.sum())
-    n_sinks = int(r["sinks"].sum()) if "sinks" in r else 0
-    leak_share = 0.0
-    # the usual case, a mask far below the row (-1e9, finfo.min): a share under e^-40 per
-    # entry, found with one max per row instead of two logsumexps
-    if n_masked and not (np.nan_to_num(r["leak_gap"], nan=-math.inf) < -40).all():
-        leak_share = float(_share(xf, leak, empty).max())
-    sink_share = None
-    if sinks is not None:
-        sink_share = float(_share(xf, sinks, empty).sum()) / max(int((~empty).sum()), 1)
+    if finite is None and sinks is None:  # every invalid entry is a masked one
+        n_masked_t = x.numel() - count.sum()
+    else:
+        n_masked_t = torch.count_nonzero(masked).float()
+    any_masked = bool(n_masked_t > 0)
+    scalars = torch.stack(  # one transfer for all scalars (one device sync on GPU)
+        [
+            n_masked_t,
+            empty.sum().float(),
+            (empty & bad_out).sum().float(),
+            (~empty & bad_out).sum().float(),
+            _share(xf, leak, others, empty).max() if any_masked else _zero(x),
+            _zero(x)
+            if sinks is None
+            else _share(xf, sinks, None, empty).sum() / (~empty).sum().clamp_min(1),
+            _zero(x) if sinks is None else sinks.sum().float(),
+        ]
+    ).tolist()
+    n_masked, n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[:4])
     first: tuple[int, ...] | None = None
-    if empty.any():
-        idx = [int(i) for i in np.argwhere(empty)[0]]
+    if n_empty:
+        idx = [int(i) for i in empty.nonzero()[0]]
         if rows is not None:
             idx[-1] = int(rows[idx[-1]])
         first = tuple(idx)
     return {
         **out,
         "masked_fraction": n_masked / max(x.numel(), 1),
-        "mask_leak": leak_share,
-        "sink_share": sink_share if sink is not None else None,
-        "masked_rows": int(empty.sum()),
-        "masked_rows_nonfinite": int((empty & bad_out).sum()),
+        "mask_leak": scalars[4],
+        "sink_share": scalars[5] if sink is not None else None,
+        "masked_rows": n_empty,
+        "masked_rows_nonfinite": n_empty_bad,
         "first_masked_row": first,
-        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - n_sinks,
-        "nonfinite_outputs": int((~empty & bad_out).sum()),
-        "sampled_rows": int(count.size),
+        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(scalars[6]),
+        "nonfinite_outputs": n_live_bad,
+        "sampled_rows": int(count.numel()),
         "keys": int(x.shape[-1]) if x.dim() else None,
     }
 
@@ -154,22 +133,31 @@ def _classify(
     return finite, masked, sinks, invalid
 
 
-def _spread(r: dict[str, np.ndarray]) -> dict[str, float]:
-    """Mean, within-row standard deviation and largest size of the valid logits, from each
-    row's sum, norm and smallest entry of its logits centred on the row maximum ``top``
-    (sums of values near 0: no cancellation)."""
-    count, row_sum = r["count"], r["sum"]
+def _spread(
+    centred: torch.Tensor, top: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor
+) -> dict[str, float]:
+    """Mean, within-row standard deviation and largest size of the valid logits, from the
+    logits centred on their row maxima ``top`` (sums of values near 0: no cancellation)."""
+    c0 = centred.masked_fill(invalid, 0.0)
     live = count > 0
-    tot = float(count.sum())
+    row_sum = c0.sum(-1)  # (..., rows)
+    row_sq = torch.linalg.vector_norm(c0, dim=-1).double().square()
+    low = torch.where(live, c0.amin(-1) + top.squeeze(-1), 0.0)  # the smallest valid logit
+    high = torch.where(live, top.squeeze(-1), 0.0)
+    tot, xsum, sq, max_abs = torch.stack(
+        [
+            count.sum().double(),
+            (row_sum.double() + count.double() * high.double()).sum(),
+            (row_sq - row_sum.double().square() / count.double().clamp_min(1)).sum(),
+            torch.maximum(-low, high).amax().double() if live.any() else _zero(row_sq),
+        ]
+    ).tolist()
     if tot == 0:
         return {"logit_mean": math.nan, "logit_std": math.nan, "max_abs_logit": math.nan}
-    high = np.where(live, r["top"], 0.0)
-    low = np.where(live, r["lowest"] + high, 0.0)  # the smallest valid logit
-    sq = float((np.square(r["norm"]) - np.square(row_sum) / np.maximum(count, 1)).sum())
     return {
-        "logit_mean": float((row_sum + count * high).sum()) / tot,
+        "logit_mean": xsum / tot,
         "logit_std": math.sqrt(max(sq, 0.0) / tot),
-        "max_abs_logit": float(np.maximum(-low, high).max()),
+        "max_abs_logit": max_abs,
     }
 
 
@@ -180,51 +168,79 @@ def _zero(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros((), dtype=x.dtype, device=x.device)
 
 
-def _probabilities(r: dict[str, np.ndarray], saturation: float) -> dict[str, Any]:
+def _probabilities(centred: torch.Tensor, count: torch.Tensor, saturation: float) -> dict[str, Any]:
     """Entropy, largest probability and saturation of the softmax over the valid keys, and per
-    head the mean normalized entropy and weight on key 0, from each row's sum S of the
-    exponentials of its centred logits xc, and the sum of e·xc."""
-    count = r["count"]
-    total = np.maximum(r["total"], 1.0)  # rows with no valid key are dropped below
-    first = r["first"] / total  # the weight on key 0, where attention sinks form
-    ent = np.log(total) - r["ex"] / total
+    head the mean normalized entropy and weight on key 0.
+
+    ``centred`` holds the valid logits minus their row maximum and -inf elsewhere; it is
+    overwritten.
+    """
+    # from max-centred logits xc <= 0: exp cannot overflow and the top entry's term is exactly
+    # 1, so the row sum S >= 1, the largest probability is 1/S, and the entropy
+    # log S - sum(e·xc)/S is a sum of two terms >= 0 (computed as lse - sum(p x) on
+    # uncentred logits, the two cancel in float32 for one-hot rows and went negative)
+    # Centred logits below -_EXP_FLOOR are raised to it: their terms, under e^-80 against the
+    # top entry's 1, are lost in float32 either way, and exp is about 30 times slower on CPU
+    # where its result underflows (a masked entry at -inf included).
+    xc = centred.clamp_min_(-_EXP_FLOOR)
+    e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
+    total = e.sum(-1).clamp_min(1.0)  # (..., rows); rows with no valid key are dropped below
+    first = e[..., 0] / total  # (..., rows): the weight on key 0, where attention sinks form
+    ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
     # rows with one valid key are one-hot by construction: not evidence of saturation
-    live = count >= 2
-    frac = np.where(live, ent / np.log(np.maximum(count, 2)), 0.0)
-    pmax = np.where(live, 1 / total, 0.0)
-    # per head (heads are the second-to-last axis of the rows), over the rows with two or
-    # more keys: the mean normalized entropy and the mean weight on key 0
-    live_h = _by_head(live)
-    heads_live = live_h.sum(1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        per_head = np.where(heads_live > 0, _by_head(frac).sum(1) / heads_live, math.nan)
-        first_h = _by_head(first) * live_h
-        first_h = np.where(heads_live > 0, first_h.sum(1) / heads_live, math.nan)
-    n_rows = int(live.sum())
+    live = count >= 2  # (..., rows)
+    zero = _zero(xc)
+    frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
+    pmax = torch.where(live, total.reciprocal(), zero)
+    # per head (heads are the third-to-last axis), over the rows with two or more keys: the
+    # mean normalized entropy and the mean weight on key 0
+    axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if xc.dim() >= 3 else None
+    heads_live = live.sum(dim=axes).reshape(-1)
+    per_head = frac.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
+    first_per_head = torch.where(live, first, zero).sum(dim=axes).reshape(-1)
+    first_per_head = first_per_head / heads_live.clamp_min(1)
+    min_head = torch.where(heads_live > 0, per_head, math.inf).min()
+    head_values = torch.stack([per_head, first_per_head]).where(heads_live > 0, math.nan)
+    n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
+        [
+            live.sum().to(xc.dtype),
+            torch.where(live, ent, zero).sum(),
+            frac.sum(),
+            min_head.to(xc.dtype),
+            pmax.sum(),
+            ((pmax > saturation) & live).sum().to(xc.dtype),
+        ]
+    ).tolist()
     nan = math.nan
+    head_entropy, head_first = head_values.tolist()
     return {
-        "entropy": float(np.where(live, ent, 0.0).sum()) / n_rows if n_rows else nan,
-        "normalized_entropy": float(frac.sum()) / n_rows if n_rows else nan,
-        "min_head_normalized_entropy": float(np.nanmin(per_head)) if n_rows else nan,
-        "head_normalized_entropy": tuple(float(v) for v in per_head),
-        "head_first_key_weight": tuple(float(v) for v in first_h),
-        "max_probability": float(pmax.sum()) / n_rows if n_rows else nan,
-        "saturated_fraction": float(((pmax > saturation) & live).sum()) / n_rows if n_rows else 0.0,
+        "entropy": ent_sum / n_rows if n_rows else nan,
+        "normalized_entropy": frac_sum / n_rows if n_rows else nan,
+        "min_head_normalized_entropy": min_head_f if n_rows else nan,
+        "head_normalized_entropy": tuple(head_entropy),
+        "head_first_key_weight": tuple(head_first),
+        "max_probability": pmax_sum / n_rows if n_rows else nan,
+        "saturated_fraction": sat / n_rows if n_rows else 0.0,
     }
 
 
-def _by_head(a: np.ndarray) -> np.ndarray:
-    """Per-row values of shape (..., heads, rows) as (heads, the rest); one head without."""
-    return np.moveaxis(a, -2, 0).reshape(a.shape[-2], -1) if a.ndim >= 2 else a.reshape(1, -1)
-
-
-def _share(xf: torch.Tensor, which: torch.Tensor, empty: np.ndarray) -> torch.Tensor:
+def _share(
+    xf: torch.Tensor, which: torch.Tensor, others: torch.Tensor | None, empty: torch.Tensor
+) -> torch.Tensor:
     """Per row, the probability that the entries ``which`` take in the softmax over every
-    finite logit (``xf``: the logits, the others at -inf); 0 in rows with no valid key."""
+    finite logit (``xf``: the logits, the others at -inf); 0 in rows with no valid key.
+    ``others``: the row maxima of the finite entries outside ``which``, where known."""
+    zero = _zero(xf)
+    if others is None:
+        others = xf.masked_fill(which, -math.inf).amax(-1, keepdim=True)
+    # the usual case, a mask far below the row (-1e9, finfo.min): a share under e^-40 per
+    # entry, found with one max per row instead of two logsumexps
     only = torch.where(which, xf, -math.inf)
+    gap = only.amax(-1) - others.squeeze(-1)
+    if bool((gap.nan_to_num(-math.inf) < -40).all()):
+        return zero.expand(empty.shape)
     share = (torch.logsumexp(only, dim=-1) - torch.logsumexp(xf, dim=-1)).exp()
-    no_key = torch.from_numpy(empty).to(share.device)
-    return torch.where(no_key, _zero(xf), share.nan_to_num(0.0))
+    return torch.where(empty, zero, share.nan_to_num(0.0))
 
 
 @torch.no_grad()
@@ -247,18 +263,19 @@ def qk_spreads(
         if t is None or t.dim() == 0 or t.numel() == 0:
             continue
         f = t.detach().float().reshape(-1, t.shape[-1])
-        # per row, then in float64 (few values, no cancellation), on the host: one transfer
-        sq, total = torch.stack([f.square().sum(-1), f.sum(-1)]).cpu().numpy().astype(np.float64)
-        ok = np.isfinite(sq + total)
-        sq, total = sq[ok], total[ok]
-        n = sq.size * f.shape[-1]
+        sq = f.square().sum(-1).double()  # per row, then in float64: few values, no cancellation
+        total = f.sum(-1).double()
+        ok = torch.isfinite(sq + total)
+        if not bool(ok.all()):
+            sq, total = sq[ok], total[ok]
+        n = sq.numel() * f.shape[-1]
         if n >= 2:
             mean = float(total.sum()) / n
             var = (float(sq.sum()) - n * mean * mean) / (n - 1)
             out[name] = math.sqrt(max(var, 0.0))
-        norms = np.sqrt(sq)
-        if norms.size >= 2 and norms.mean() > 0:
-            norm_cv.append(float(norms.std(ddof=1) / norms.mean()))
+        norms = sq.sqrt()
+        if norms.numel() >= 2 and float(norms.mean()) > 0:
+            norm_cv.append(float(norms.std() / norms.mean()))
             norm_max.append(float(norms.max()))
     if rows and scale is not None and len(norm_cv) == 2:
         out["qk_norm_cv"] = max(norm_cv)
