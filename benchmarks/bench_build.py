@@ -52,7 +52,8 @@ def main() -> None:
     rows.append(("cold", *build(nox), len(EXAMPLES)))
     rows.append(("nothing changed", *build(nox), 0))
     try:
-        EDITED.write_text(original + "\n# an edit that changes the file, not what it does\n")
+        # a statement that does nothing: a comment would need a Chinese translation
+        EDITED.write_text(original + "\npass\n")
         rows.append((f"{EDITED.name} edited", *build(nox), 1))
         EDITED.write_text(original)
         rows.append((f"{EDITED.name} restored", *build(nox), 1))
