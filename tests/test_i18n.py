@@ -390,7 +390,8 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
     """The English build keeps a copy of a gallery figure; the Chinese edition redraws it with
     its texts through the catalogue, in the CJK font, and reports a text with no entry; fixed
     tick labels are translated where the axis draws them from; a text with math is drawn in the
-    CJK font alone (mathtext has no per-glyph fallback)."""
+    CJK font alone (mathtext has no per-glyph fallback); a redraw is reused while its inputs
+    are the same."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -439,6 +440,19 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
     assert ax.get_xlabel() == "$d_k$" and set(missing) == {"no scale"}
     zh_figures.redraw(copy, image, {}, missing.append)
     assert image.stat().st_size > 0
+    # a redraw with every text translated is kept and reused while nothing it depends on changes
+    texts["no scale"] = "不缩放"
+    zh_figures.redraw(copy, image, texts, missing.append)
+
+    def drawn(*args: object) -> None:
+        raise AssertionError("drawn again")
+
+    monkeypatch.setattr(zh_figures, "translated", drawn)
+    again = tmp_path / "again.png"
+    zh_figures.redraw(copy, again, texts, missing.append)
+    assert again.read_bytes() == image.read_bytes()
+    with pytest.raises(AssertionError, match="drawn again"):
+        zh_figures.redraw(copy, again, {**texts, "low": "较低"}, missing.append)
 
 
 def test_every_figure_is_redrawn_in_chinese() -> None:

@@ -10,8 +10,11 @@ the Chinese page's copy of the image, in a CJK font from the system's fonts (Deb
 
 from __future__ import annotations
 
+import hashlib
+import json
 import pickle
 import re
+import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -116,36 +119,66 @@ def translated(
             text.set_fontfamily([CJK_FONT] if "$" in zh else [*family, CJK_FONT])
     for axes in figure.axes:  # tick labels are drawn again from the axes' formatters
         for axis in (axes.xaxis, axes.yaxis):
-            _translate_formatter(axis.get_major_formatter(), chinese)
+            labels = _translate_formatter(axis.get_major_formatter(), chinese)
+            if labels:  # in the font of the texts above, for ticks made at drawing time too
+                family = axis.label.get_fontfamily()
+                math = any("$" in label for label in labels)
+                axis.set_tick_params(labelfontfamily=[CJK_FONT] if math else [*family, CJK_FONT])
     return figure, kwargs
 
 
-def _translate_formatter(formatter: Any, chinese: Callable[[str], str]) -> None:
+def _translate_formatter(formatter: Any, chinese: Callable[[str], str]) -> list[str]:
     """Put the fixed labels of a tick formatter through ``chinese`` (set_yticks(labels=...)
     makes a FuncFormatter over a dict of labels; older code, a FixedFormatter; bars over
-    strings, a category formatter)."""
+    strings, a category formatter), and return those that changed."""
     import functools
 
     from matplotlib.category import StrCategoryFormatter
     from matplotlib.ticker import FixedFormatter, FuncFormatter
 
     if isinstance(formatter, StrCategoryFormatter):
-        formatter._units = {chinese(str(k)): v for k, v in formatter._units.items()}
-    elif isinstance(formatter, FixedFormatter):
-        formatter.seq = [chinese(label) for label in formatter.seq]
-    elif isinstance(formatter, FuncFormatter) and isinstance(formatter.func, functools.partial):
+        units = {chinese(str(k)): v for k, v in formatter._units.items()}
+        changed = [k for k in units if k not in formatter._units]
+        formatter._units = units
+        return changed
+    if isinstance(formatter, FixedFormatter):
+        seq = [chinese(label) for label in formatter.seq]
+        changed = [new for new, old in zip(seq, formatter.seq, strict=True) if new != old]
+        formatter.seq = seq
+        return changed
+    if isinstance(formatter, FuncFormatter) and isinstance(formatter.func, functools.partial):
+        changed = []
         for labels in formatter.func.args:
             if isinstance(labels, dict):
-                labels.update((k, chinese(v)) for k, v in labels.items())
+                for k, v in labels.items():
+                    labels[k] = chinese(v)
+                    changed += [labels[k]] if labels[k] != v else []
+        return changed
+    return []
 
 
 def redraw(copy: Path, target: Path, texts: dict[str, str], missing: Callable[[str], None]) -> None:
-    """Save a kept figure at ``target`` with its English texts in Chinese."""
+    """Save a kept figure at ``target`` with its English texts in Chinese. The redrawn image is
+    kept beside the copy and reused while the copy, the catalogue and this module are the same
+    (drawing is most of the Chinese assembly's time on a rebuild)."""
     import matplotlib.pyplot as plt
 
-    figure, kwargs = translated(copy, texts, missing)
+    digest = hashlib.sha256(copy.read_bytes())
+    digest.update(json.dumps(texts, sort_keys=True).encode())
+    digest.update(Path(__file__).read_bytes())
+    cached, stamp = copy.with_suffix(".zh.png"), copy.with_suffix(".zh.key")
+    if cached.exists() and stamp.exists() and stamp.read_text() == digest.hexdigest():
+        shutil.copyfile(cached, target)
+        return
+    lost: list[str] = []
+    figure, kwargs = translated(copy, texts, lost.append)
     figure.savefig(target, **kwargs)
     plt.close(figure)
+    for key in lost:
+        missing(key)
+    if not lost:  # a figure with English left in it is drawn again next time
+        shutil.copyfile(target, cached)
+        stamp.write_text(digest.hexdigest())
 
 
 def check_font() -> None:
