@@ -40,6 +40,24 @@ def test_import_attnscale_leaves_matplotlib_out() -> None:
     assert result.returncode == 0, result.stderr
 
 
+def test_without_matplotlib_the_plot_helpers_name_the_extra() -> None:
+    """Without matplotlib, ``from attnscale import *`` imports everything else, and a plot
+    helper raises an ImportError that says which extra to install."""
+    code = (
+        "import sys; sys.modules['matplotlib'] = None\n"
+        "from attnscale import *\n"
+        "assert 'train' in dir() and 'plot_seed_bands' not in dir()\n"
+        "import attnscale\n"
+        "try:\n"
+        "    attnscale.plot_seed_bands\n"
+        "except ImportError as err:\n"
+        "    print(err)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert 'pip install "attnscale[plot]"' in result.stdout, result.stdout
+
+
 def test_training_helpers() -> None:
     res = train(
         "mean",

@@ -6,6 +6,7 @@ first use, so ``import attnscale`` does not import matplotlib (an optional
 dependency: the ``plot`` extra, see the README).
 """
 
+import importlib.util
 from typing import TYPE_CHECKING
 
 from .additive import AdditiveAttention
@@ -86,10 +87,21 @@ _PLOTTING = (
 def __getattr__(name: str) -> object:
     """Import the plot helpers (and so matplotlib) only when one is first used."""
     if name in _PLOTTING:
-        from . import plotting
-
+        try:
+            from . import plotting
+        except ModuleNotFoundError as err:
+            if (err.name or "").partition(".")[0] != "matplotlib":
+                raise
+            raise ImportError(
+                f"attnscale.{name} draws with matplotlib, which is not installed: "
+                'pip install "attnscale[plot]"'
+            ) from err
         return getattr(plotting, name)
     raise AttributeError(f"module 'attnscale' has no attribute {name!r}")
+
+
+def _has_matplotlib() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
 
 
 __version__ = "0.1.0"
@@ -159,3 +171,5 @@ __all__ = [
     "unit_variance_scale",
     "variance_estimate",
 ]
+if not _has_matplotlib():  # `from attnscale import *` works without the plot extra
+    __all__ = [name for name in __all__ if name not in _PLOTTING]
