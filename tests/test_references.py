@@ -39,3 +39,24 @@ def test_every_guide_link_in_the_library_points_at_an_example():
         if page:
             target = target / f"{page.rstrip('/')}.py"
         assert target.exists(), f"guide link {folder}/{page} has no example at {target}"
+
+
+def test_the_guide_url_is_written_once(monkeypatch) -> None:
+    """The monitor links to the address the package declares (pyproject.toml's Documentation
+    URL), read from the metadata or, in a source tree, from pyproject.toml; both MkDocs
+    configurations publish there."""
+    import importlib.metadata
+
+    from attnscale.monitor import report
+
+    declared = re.search(r'^Documentation = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert declared and report.GUIDE_URL.startswith(declared[1])
+
+    def not_installed(name: str) -> None:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "metadata", not_installed)
+    assert report._documentation_url() == declared[1]
+    for config, path in (("mkdocs.yml", ""), ("mkdocs.zh.yml", "zh/")):
+        site_url = re.search(r"^site_url: (.+)$", (ROOT / config).read_text(), re.M)
+        assert site_url and site_url[1] == declared[1] + path, config

@@ -888,8 +888,8 @@ def train(
         terminal.
     num_threads : int, optional
         CPU threads for torch during the call (``torch.set_num_threads``, restored afterwards);
-        default: leave torch's setting. The matrices here are small, and on a busy 2-core
-        machine one thread was several times faster than two.
+        default: leave torch's setting. The matrices here are small: on a machine with few
+        cores and other work, one thread can be faster than several.
 
     Returns
     -------

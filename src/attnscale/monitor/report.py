@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import math
+import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Literal
 
 from .. import _checks
@@ -19,10 +22,27 @@ __all__ = [
     "Severity",
 ]
 
+
+def _documentation_url() -> str:
+    """The guide's address: the ``Documentation`` URL of the package's metadata
+    (``[project.urls]`` in pyproject.toml, read from there in a source tree)."""
+    try:
+        urls = importlib.metadata.metadata("attnscale").get_all("Project-URL") or []
+    except importlib.metadata.PackageNotFoundError:
+        pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
+        text = pyproject.read_text() if pyproject.exists() else ""
+        urls = [f"Documentation, {u}" for u in re.findall(r'^Documentation = "(.+)"$', text, re.M)]
+    for entry in urls:
+        label, _, url = entry.partition(",")
+        if label.strip() == "Documentation":
+            return url.strip().rstrip("/") + "/"
+    return ""
+
+
 #: Base URL of the debugging-checklist section of the guide; each finding's
 #: message links to one page below it. Pages are built from
 #: ``examples/05_debugging/plot_*.py`` (MkDocs directory URLs).
-GUIDE_URL = "https://attnscale.github.io/attnscale/generated/gallery/05_debugging/"
+GUIDE_URL = _documentation_url() + "generated/gallery/05_debugging/"
 
 Severity = Literal["info", "warning", "error"]
 SEVERITY_RANK: dict[str, int] = {"info": 0, "warning": 1, "error": 2}
