@@ -27,7 +27,7 @@ def _documentation_url() -> str:
     """The guide's address: the ``Documentation`` URL of the package's metadata
     (``[project.urls]`` in pyproject.toml, read from there in a source tree)."""
     try:
-        urls = importlib.metadata.metadata("attnscale").get_all("Project-URL") or []
+        urls: list[str] = importlib.metadata.metadata("attnscale").get_all("Project-URL") or []
     except importlib.metadata.PackageNotFoundError:
         pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
         text = pyproject.read_text() if pyproject.exists() else ""
