@@ -222,6 +222,29 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
+def dist(session: nox.Session) -> None:
+    """Build the sdist and the wheel into dist/, check them, and run the tests against the wheel
+    installed in a fresh environment: what the release workflow runs before it publishes."""
+    shutil.rmtree(ROOT / "dist", ignore_errors=True)
+    session.install("build>=1.2", "twine>=5")
+    session.run("python", "-m", "build", "--outdir", "dist", ".")
+    session.run("twine", "check", "--strict", *map(str, sorted((ROOT / "dist").iterdir())))
+    (wheel,) = (ROOT / "dist").glob("*.whl")
+    session.install(TORCH)
+    session.install("--force-reinstall", "--no-deps", str(wheel))
+    session.install(f"{wheel}[test]")
+    # from a folder outside the clone: `import attnscale` must find the installed wheel
+    installed = session.run(
+        "python", "-c", "import attnscale; print(attnscale.__file__)", silent=True
+    )
+    if "site-packages" not in str(installed):
+        session.error(f"the tests would not run against the wheel: {installed}")
+    session.run(
+        "pytest", "tests", "--ignore=tests/site", "--ignore=tests/downloads", *session.posargs
+    )
+
+
+@nox.session
 def experiments(session: nox.Session) -> None:
     """Run the guide's full-budget experiments and store them with their provenance.
 

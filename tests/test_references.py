@@ -43,8 +43,8 @@ def test_every_guide_link_in_the_library_points_at_an_example():
 
 def test_the_guide_url_is_written_once(monkeypatch) -> None:
     """The monitor links to the address the package declares (pyproject.toml's Documentation
-    URL), read from the metadata or, in a source tree, from pyproject.toml; both MkDocs
-    configurations publish there."""
+    URL), read from the metadata or, imported from a source tree, from pyproject.toml (an
+    installed wheel without metadata has none); both MkDocs configurations publish there, and the citations point there."""
     import importlib.metadata
 
     from attnscale.monitor import report
@@ -56,7 +56,11 @@ def test_the_guide_url_is_written_once(monkeypatch) -> None:
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "metadata", not_installed)
-    assert report._documentation_url() == declared[1]
+    from_source = Path(report.__file__).resolve().is_relative_to(ROOT / "src")
+    assert report._documentation_url() == (declared[1] if from_source else "")
     for config, path in (("mkdocs.yml", ""), ("mkdocs.zh.yml", "zh/")):
         site_url = re.search(r"^site_url: (.+)$", (ROOT / config).read_text(), re.M)
         assert site_url and site_url[1] == declared[1] + path, config
+    # and the citations point there
+    assert f"url    = {{{declared[1]}}}" in (ROOT / "docs" / "references.md").read_text()
+    assert f"url: {declared[1]}\n" in (ROOT / "CITATION.cff").read_text()
