@@ -208,9 +208,9 @@ def downloads(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy --strict on src/, actionlint on workflows."""
+    """ruff check, ruff format --check, mypy --strict (src/, tools/, noxfile.py), actionlint."""
     _install(session, "plot")  # mypy reads matplotlib's types
-    session.install("ruff>=0.6", "mypy>=1.10")
+    session.install("ruff>=0.6", "mypy>=1.10", "nox")  # mypy reads nox's types for noxfile.py
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
     session.run("mypy")

@@ -298,7 +298,8 @@ def _pages() -> list[Path]:
 
 def missing_by_page() -> dict[str, list[str]]:
     """The shapes with no entry, by the page they first appear on (its file name)."""
-    catalogue, seen, found = load(), set(), {}
+    catalogue, seen = load(), set()
+    found: dict[str, list[str]] = {}
     for page, text in _all_texts():
         key = shape(text)[0]
         if not catalogue.get(key) and key not in seen:
@@ -315,9 +316,9 @@ def _all_texts() -> Iterator[tuple[str, str]]:
         for text in texts(page.read_text()):
             yield page.stem, text
     for copy, image in zh_figures.copies():
-        page = re.sub(r"^mkd_glr_(.*)_\d+$", r"\1", image.stem)
+        name = re.sub(r"^mkd_glr_(.*)_\d+$", r"\1", image.stem)
         for text in zh_figures.english_texts(copy):
-            yield page, text
+            yield name, text
 
 
 def unused() -> list[str]:

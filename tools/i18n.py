@@ -33,7 +33,7 @@ import re
 import shutil
 import sys
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from textwrap import dedent
@@ -88,7 +88,11 @@ def _docstring_and_rest(text: str) -> tuple[str, str]:
     """The module docstring as the gallery shows it, and the source after it."""
     node = ast.parse(text)
     first = node.body[0]
-    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)):
+    if not (
+        isinstance(first, ast.Expr)
+        and isinstance(first.value, ast.Constant)
+        and isinstance(first.value.value, str)
+    ):
         raise ValueError("a gallery script starts with a docstring")
     docstring = ast.get_docstring(node) or ""
     if first.value.value.startswith("\n"):  # the gallery keeps a leading newline
@@ -174,7 +178,7 @@ def problems() -> list[str]:
     return found
 
 
-def skeleton(source: str, strings: list[str] = ()) -> Path:
+def skeleton(source: str, strings: Sequence[str] = ()) -> Path:
     """Write (or refresh) the translation file of ``source``; current entries are kept."""
     path = translation_path(source)
     tr = Translation.load(path)
@@ -263,7 +267,7 @@ def _replace_once(text: str, english: str, chinese: str, where: str) -> str:
 
 def _anchors(site: Path) -> dict[str, str]:
     """Every anchor id on the English API reference pages, with its URL from the site root."""
-    found = {}
+    found: dict[str, str] = {}
     for page in sorted(site.glob("reference/**/index.html")):
         url = page.parent.relative_to(site).as_posix() + "/"
         for ident in re.findall(r'id="([^"]+)"', page.read_text()):
@@ -402,8 +406,8 @@ def _gallery_index(
         return f'<div class="mkd-glr-thumbcontainer" tooltip="{tip}">{body}</div>'
 
     md = _CARD.sub(card, md)
-    for en, zh in BOILERPLATE.items():
-        md = md.replace(en, zh)
+    for english, chinese in BOILERPLATE.items():
+        md = md.replace(english, chinese)
     target = docs / "generated" / gallery / "index.md"
     target.write_text(md)
     _zip_downloads(target.parent, gallery)
