@@ -29,21 +29,26 @@ def _close_figures() -> None:
     plt.close("all")
 
 
+def _fresh_python(code: str) -> str:
+    """Run ``code`` in a new interpreter (nothing imported yet); return what it printed."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
 def test_import_attnscale_leaves_matplotlib_out() -> None:
-    code = (
+    _fresh_python(
         "import sys, attnscale; "
         "assert 'matplotlib' not in sys.modules, 'matplotlib imported'; "
         "attnscale.plot_seed_bands; "
         "assert 'matplotlib' in sys.modules"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
 
 
 def test_without_matplotlib_the_plot_helpers_name_the_extra() -> None:
     """Without matplotlib, ``from attnscale import *`` imports everything else, and a plot
     helper raises an ImportError that says which extra to install."""
-    code = (
+    printed = _fresh_python(
         "import sys; sys.modules['matplotlib'] = None\n"
         "from attnscale import *\n"
         "assert 'train' in dir() and 'plot_seed_bands' not in dir()\n"
@@ -53,9 +58,7 @@ def test_without_matplotlib_the_plot_helpers_name_the_extra() -> None:
         "except ImportError as err:\n"
         "    print(err)\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    assert 'pip install "attnscale[plot]"' in result.stdout, result.stdout
+    assert 'pip install "attnscale[plot]"' in printed, printed
 
 
 def test_training_helpers() -> None:
