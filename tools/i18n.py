@@ -37,6 +37,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from textwrap import dedent
+from typing import NamedTuple
 
 import catalogue
 import zh_figures
@@ -148,33 +149,56 @@ class Translation:
         return found
 
 
-def problems() -> list[str]:
-    """Every missing, untranslated or stale entry, one line each (empty when all is current)."""
+class Problem(NamedTuple):
+    """A translation that is not current: its file, what is wrong (``kind``) and where."""
+
+    path: str  # the translation file, from the repository root
+    kind: str  # one of PROBLEM_KINDS
+    block: int | None = None  # the text block of a gallery script; None: the whole file
+    source: str = ""  # the English it translates
+
+    def __str__(self) -> str:
+        where = f"{self.path}: " + ("" if self.block is None else f"block {self.block} ")
+        return where + PROBLEM_KINDS[self.kind].format(source=self.source)
+
+
+#: What a problem's kind means, as ``python tools/i18n.py check`` prints it.
+PROBLEM_KINDS = {
+    "missing": "missing (translates {source})",
+    "block missing": "missing",
+    "todo": "not translated yet (todo)",
+    "stale": "stale: {source} changed",
+    "extra": "has no English block",
+}
+
+
+def problems() -> list[Problem]:
+    """Every missing, untranslated or stale entry (empty when all is current)."""
     found = []
     for source in SCRIPTS:
         tr = Translation.load(translation_path(source))
-        rel = tr.path.relative_to(ROOT)
+        rel = tr.path.relative_to(ROOT).as_posix()
         if not tr.path.exists():
-            found.append(f"{rel}: missing (translates {source})")
+            found.append(Problem(rel, "missing", source=source))
             continue
         english = text_blocks(ROOT / source)
         for n, text in enumerate(english):
             if n not in tr.blocks:
-                found.append(f"{rel}: block {n} missing")
+                found.append(Problem(rel, "block missing", n))
             elif tr.blocks[n][2]:
-                found.append(f"{rel}: block {n} not translated yet (todo)")
+                found.append(Problem(rel, "todo", n))
             elif tr.blocks[n][0] != fingerprint(text):
-                found.append(f"{rel}: block {n} stale: its English changed")
-        found += [f"{rel}: block {n} has no English block" for n in tr.blocks if n >= len(english)]
+                found.append(Problem(rel, "stale", n, "its English"))
+        found += [Problem(rel, "extra", n) for n in tr.blocks if n >= len(english)]
     for source in PAGES:
         tr = Translation.load(translation_path(source))
-        rel = tr.path.relative_to(ROOT)
+        rel = tr.path.relative_to(ROOT).as_posix()
         if tr.page is None:
-            found.append(f"{rel}: missing (translates {source})")
+            found.append(Problem(rel, "missing", source=source))
         elif tr.page[2]:
-            found.append(f"{rel}: not translated yet (todo)")
+            found.append(Problem(rel, "todo"))
         elif tr.page[0] != fingerprint((ROOT / source).read_text()):
-            found.append(f"{rel}: stale: {source} changed")
+            found.append(Problem(rel, "stale", source=source))
     return found
 
 
@@ -421,7 +445,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
     """
     found = problems()
     if found:
-        raise TranslationError("translations missing or stale:\n  " + "\n  ".join(found))
+        raise TranslationError("translations missing or stale:\n  " + "\n  ".join(map(str, found)))
     docs = out / "docs"
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(ROOT / "overrides", out / "overrides")
@@ -626,7 +650,7 @@ def page_strings(source: str) -> list[str]:
 def main(argv: list[str]) -> int:
     if argv[:1] == ["check"]:
         found = problems()
-        print("\n".join(found) or "every translation is current")
+        print("\n".join(map(str, found)) or "every translation is current")
         return 1 if found else 0
     if argv[:1] == ["skeleton"]:
         for source in argv[1:] or [*SCRIPTS, *PAGES]:
