@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import hashlib
-import re
 import shutil
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import nox
 
 ROOT = Path(__file__).parent
+sys.path.insert(0, str(ROOT / "tools"))
+import gallery_format  # noqa: E402  (what the build reads of mkdocs-gallery's output)
+
 # The exact CPU build: an open-ended torch would pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
 GENERATED = ROOT / "docs" / "generated"
@@ -84,10 +87,10 @@ def _vendor_assets(session: nox.Session) -> None:
 def _print_example_times() -> None:
     """Each example's run time, the total per section (gallery folder), and the grand total."""
     rows = []
-    for table in sorted(GENERATED.glob("**/mg_execution_times.md")):
+    for table in sorted(GENERATED.glob(f"**/{gallery_format.TIMING_TABLE}")):
         section = table.parent.name
         for line in table.read_text().splitlines():
-            m = re.search(r"\[(plot_\w+)\]\(.*?\|\s*([\d:.]+)\s*\|", line)
+            m = gallery_format.TIMING_ROW.search(line)
             if m:
                 mins, _, secs = m.group(2).rpartition(":")
                 rows.append((section, m.group(1), float(mins or 0) * 60 + float(secs)))
@@ -132,24 +135,18 @@ def _invalidate_stale_examples(session: nox.Session) -> None:
         shutil.rmtree(FIGURE_COPIES, ignore_errors=True)
         GENERATED.mkdir(parents=True)
         stamp.write_text(key)
-    for md5 in GENERATED.glob("**/*.py.md5"):  # every gallery: guide and fact-check
+    for md5 in gallery_format.checksums(GENERATED):  # every gallery: guide and fact-check
         copy = md5.with_suffix("")  # the source the gallery processed last
-        figures = md5.parent.glob(f"images/mkd_glr_{copy.stem}_*.png")
-        kept = (FIGURE_COPIES / f.relative_to(GENERATED).with_suffix(".pickle") for f in figures)
+        kept = (
+            FIGURE_COPIES / f.relative_to(GENERATED).with_suffix(".pickle")
+            for f in gallery_format.images(copy)
+        )
         if (
             not copy.with_suffix(".md").exists()
-            or _gallery_md5(copy) != md5.read_text()
+            or gallery_format.script_md5(copy) != md5.read_text()
             or not all(k.exists() for k in kept)
         ):
             md5.unlink()
-
-
-def _gallery_md5(path: Path) -> str | None:
-    """mkdocs-gallery's checksum of a script (text mode, universal newlines)."""
-    if not path.exists():
-        return None
-    text = path.read_text(errors="surrogateescape")
-    return hashlib.md5(text.encode(errors="surrogateescape")).hexdigest()
 
 
 @nox.session

@@ -14,7 +14,6 @@ rebuilds ``site/`` and ``docs/generated/`` in place.
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tools"))
+import gallery_format  # noqa: E402  (what the build reads of mkdocs-gallery's output)
+
 GENERATED = ROOT / "docs" / "generated"
 EDITED = ROOT / "examples" / "02_softmax" / "plot_01_shift_vs_scale.py"
 EXAMPLES = sorted(ROOT.glob("examples/*/plot_*.py")) + sorted(ROOT.glob("factcheck/plot_*.py"))
@@ -36,7 +38,7 @@ def build(nox: str, *, fails: bool = False) -> tuple[float, int]:
     log = proc.stdout + proc.stderr
     if bool(proc.returncode) != fails:
         sys.exit(f"nox -s docs {'passed' if fails else 'failed'}, unexpectedly:\n{log[-3000:]}")
-    found = re.search(r"executed (\d+) out of", log)
+    found = gallery_format.EXECUTED.search(log)
     return seconds, int(found.group(1)) if found else 0
 
 

@@ -36,6 +36,8 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import gallery_format
+
 ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "i18n" / "zh" / "catalogue"
 GENERATED = ROOT / "docs" / "generated"
@@ -122,7 +124,6 @@ def load(folder: Path = CATALOGUE) -> dict[str, str]:
 # Where generated text lives on a gallery page: table cells (HTML-escaped) and the lines of
 # printed output.
 _CELL = re.compile(r"(<t[hd]>(?:<a [^>]*>)?)(.*?)((?:</a>)?</t[hd]>)", re.S)
-_OUTPUT = re.compile(r"(```\{\.shell \.mkd-glr-script-out-disp \}\n)(.*?)(^```)", re.S | re.M)
 
 
 _LABELLED = re.compile(r"[\w .()/-]{1,32}: ")
@@ -230,7 +231,7 @@ def translate_code(code: str, catalogue: dict[str, str], missing: Callable[[str]
 def texts(markdown: str) -> list[str]:
     """The generated texts of a page that need a translation, in order."""
     found = [html.unescape(m[2]) for m in _CELL.finditer(markdown)]
-    for m in _OUTPUT.finditer(markdown):
+    for m in gallery_format.OUTPUT_BLOCK.finditer(markdown):
         found += [text for _, text, _ in _units(m[2])]
     for m in _CODE_BLOCK.finditer(markdown):
         found += [text for *_, text in comments(m[2])]
@@ -289,7 +290,7 @@ def translate(markdown: str, catalogue: dict[str, str], missing: Callable[[str],
     def code(m: re.Match[str]) -> str:
         return m[1] + translate_code(m[2], catalogue, missing) + m[3]
 
-    return _CODE_BLOCK.sub(code, _OUTPUT.sub(output, _CELL.sub(cell, markdown)))
+    return _CODE_BLOCK.sub(code, gallery_format.OUTPUT_BLOCK.sub(output, _CELL.sub(cell, markdown)))
 
 
 def _pages() -> list[Path]:
@@ -316,7 +317,8 @@ def _all_texts() -> Iterator[tuple[str, str]]:
         for text in texts(page.read_text()):
             yield page.stem, text
     for copy, image in zh_figures.copies():
-        name = re.sub(r"^mkd_glr_(.*)_\d+$", r"\1", image.stem)
+        found = gallery_format.IMAGE.fullmatch(image.name)
+        name = found["script"] if found else image.stem
         for text in zh_figures.english_texts(copy):
             yield name, text
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-_TIME = re.compile(
-    r"\*\*Total running time of the script:\*\*\s*\(\s*(\d+) minutes\s+([\d.]+) seconds\)"
-)
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the build's other modules
+import gallery_format  # (MkDocs puts this folder on the path only while it loads the hooks)
+
 _TITLE = re.compile(r"^# .*$", re.M)
 
 _BOX = {
@@ -59,18 +59,12 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
     if re.fullmatch(r"generated/gallery/[^/]+/plot_\w+\.md", page.file.src_uri):
         markdown = _running_box(markdown, page, lang)
     if re.fullmatch(r"generated/.+/plot_\w+\.md", page.file.src_uri):  # the fact-check too
-        markdown = _DOWNLOAD_NOTE.sub(_unsearched_note, markdown, count=1)
+        markdown = gallery_format.DOWNLOAD_NOTE.sub(_unsearched_note, markdown, count=1)
     if lang == "zh":  # the gallery's running-time line, on examples and the fact-check
-        markdown = _TIME.sub(
+        markdown = gallery_format.RUNNING_TIME.sub(
             lambda m: f"**脚本总运行时间：**{m[1]} 分 {float(m[2]):.1f} 秒", markdown
         )
     return markdown
-
-
-# mkdocs-gallery's "download the full example code" note, first on every example page
-_DOWNLOAD_NOTE = re.compile(
-    r'^!!! note(?: "([^"]*)")?\n\n((?:    .*#download_links.*\n(?:    .*\n)*))', re.M
-)
 
 
 def _unsearched_note(m: re.Match[str]) -> str:
@@ -88,7 +82,7 @@ def _running_box(markdown: str, page: Any, lang: str) -> str:
     src = page.file.src_uri
     # The guide's pages explain a topic; rank them above API entries in site search.
     page.meta["search"] = {"boost": 4}
-    found = _TIME.search(markdown)
+    found = gallery_format.RUNNING_TIME.search(markdown)
     title = _TITLE.search(markdown)
     if not found or not title:
         raise ValueError(f"{src}: gallery page without a title or a running time")

@@ -20,18 +20,18 @@ from pathlib import Path
 from typing import Any
 
 import catalogue
+import gallery_format
 
 ROOT = Path(__file__).resolve().parent.parent
 COPIES = ROOT / "build" / "figures"
 #: The font the Chinese text is drawn in, after the style's own font for Latin text.
 CJK_FONT = "Noto Sans CJK SC"
-_GALLERY_IMAGE = re.compile(r"/images/mkd_glr_[\w]+\.png$")
 
 
 def keep(figure: Any, path: str | Path, kwargs: dict[str, Any]) -> None:
     """Keep a copy of a gallery figure being saved at ``path`` (under docs/generated)."""
     path = Path(path).resolve()
-    if not _GALLERY_IMAGE.search(path.as_posix()):
+    if path.parent.name != "images" or not gallery_format.IMAGE.fullmatch(path.name):
         return
     copy = COPIES / path.relative_to(catalogue.GENERATED).with_suffix(".pickle")
     copy.parent.mkdir(parents=True, exist_ok=True)

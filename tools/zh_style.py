@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+import gallery_format
+
 #: Full-width punctuation that closes or separates (never followed or preceded by a space).
 PUNCTUATION = "，。：；！？、）」』"
 
@@ -89,15 +91,12 @@ def bind_formulas(markdown: str) -> str:
     return "".join(parts)
 
 
-_OUTPUT_BLOCK = re.compile(r"^```\{\.shell \.mkd-glr-script-out-disp \}\n.*?^```", re.M | re.S)
-
-
 def reader_text(page: str) -> str:
     """The prose of an assembled Chinese page as a reader sees it, for the English scan: no
     code, formulas, link targets or markup; no glosses (the English in brackets after a term);
     no titles of works (in italics, and the reference list); no tables or printed output (the
     catalogue's)."""
-    md = _OUTPUT_BLOCK.sub("", page)
+    md = gallery_format.OUTPUT_BLOCK.sub("", page)
     md = re.sub(r"<table>.*?</table>", "", md, flags=re.S)
     md = re.sub(r"^## 参考文献.*?(?=^## |\Z)", "", md, flags=re.S | re.M)
     md = re.sub(r"\A---\n.*?\n---\n", "", md, flags=re.S)  # front matter

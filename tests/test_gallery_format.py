@@ -1,0 +1,73 @@
+"""The build's reading of mkdocs-gallery's output (tools/gallery_format.py) holds for the
+installed release and for what it wrote in the last build: a release that changes its format
+fails here, in one place, not somewhere in the Chinese edition."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import gallery_format  # noqa: E402
+
+GENERATED = ROOT / "docs" / "generated"
+PAGES = sorted(p for p in GENERATED.glob("**/plot_*.md") if p.with_suffix(".py").exists())
+
+
+def test_the_installed_release_is_the_one_read() -> None:
+    gallery = pytest.importorskip("mkdocs_gallery")
+    assert gallery.__version__.startswith(gallery_format.VERSION + "."), (
+        f"mkdocs-gallery {gallery.__version__}: check tools/gallery_format.py against its "
+        f"output, then set VERSION"
+    )
+
+
+def test_a_script_splits_into_its_text_cells() -> None:
+    script = '"""Title."""\n\nx = 1\n\n# %%\n# ## Step\n#\n# Text.\n\ny = 2\n'
+    script += "#" * 24 + "\n# More.\n"
+    cells = [m["text_content"] for m in gallery_format.SCRIPT_CELL.finditer(script)]
+    assert cells == ["# ## Step\n#\n# Text.\n", "# More.\n"]
+
+
+@pytest.fixture(scope="module")
+def built() -> list[Path]:
+    if not PAGES:
+        pytest.skip("the docs have not been built (nox -s docs)")
+    return PAGES
+
+
+def test_every_example_page_has_the_parts_the_build_reads(built: list[Path]) -> None:
+    printed = 0
+    for page in built:
+        md = page.read_text()
+        assert gallery_format.DOWNLOAD_NOTE.search(md), page.name
+        assert gallery_format.RUNNING_TIME.search(md), page.name
+        printed += bool(gallery_format.OUTPUT_BLOCK.search(md))
+        md5 = page.with_suffix(".py.md5")
+        assert md5.read_text() == gallery_format.script_md5(page.with_suffix(".py")), md5.name
+        figures = gallery_format.images(page)
+        for image in figures:
+            assert gallery_format.IMAGE.fullmatch(image.name)["script"] == page.stem
+        if figures:
+            thumb = gallery_format.thumbnail(figures[0])
+            assert thumb is not None and thumb.exists(), page.name
+    assert printed > len(built) // 2  # most examples print something
+    assert len(gallery_format.checksums(GENERATED)) == len(built)
+
+
+def test_every_gallery_has_cards_and_a_timing_table(built: list[Path]) -> None:
+    galleries = {p.parent for p in built}
+    for folder in {f.parent for f in galleries} | galleries:  # the guide's sections, the fact-check
+        index = folder / "index.md"
+        if not index.exists():
+            continue
+        cards = gallery_format.CARD.findall(index.read_text())
+        assert cards, index
+    for folder in galleries:
+        table = (folder / gallery_format.TIMING_TABLE).read_text()
+        assert gallery_format.TIMING_HEADING.search(table), folder.name
+        rows = {m[1] for m in map(gallery_format.TIMING_ROW.search, table.splitlines()) if m}
+        assert rows == {p.stem for p in built if p.parent == folder}, folder.name
