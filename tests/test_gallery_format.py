@@ -17,7 +17,15 @@ GENERATED = ROOT / "docs" / "generated"
 PAGES = sorted(p for p in GENERATED.glob("**/plot_*.md") if p.with_suffix(".py").exists())
 
 
-def test_the_installed_release_is_the_one_read() -> None:
+def test_the_pinned_release_is_the_one_read() -> None:
+    """The docs extra allows only the release the patterns were read from (raising the pin
+    means reading the format again), and the installed one, where the docs are built, is it."""
+    import re
+
+    pin = re.search(r'"mkdocs-gallery>=([\d.]+),<([\d.]+)"', (ROOT / "pyproject.toml").read_text())
+    assert pin, "pyproject.toml's docs extra pins mkdocs-gallery to one minor release"
+    major, minor = map(int, gallery_format.VERSION.split("."))
+    assert pin[1].startswith(gallery_format.VERSION + ".") and pin[2] == f"{major}.{minor + 1}"
     gallery = pytest.importorskip("mkdocs_gallery")
     assert gallery.__version__.startswith(gallery_format.VERSION + "."), (
         f"mkdocs-gallery {gallery.__version__}: check tools/gallery_format.py against its "
