@@ -70,7 +70,7 @@ def _npm_ci(session: nox.Session) -> None:
 
 
 def _vendor_assets(session: nox.Session) -> None:
-    """Fetch KaTeX from the npm registry and copy only what the pages load."""
+    """Fetch KaTeX and uPlot from the npm registry and copy only what the pages load."""
     _npm_ci(session)
     dist = ROOT / "node_modules" / "katex" / "dist"
     target = VENDOR / "katex"
@@ -82,6 +82,12 @@ def _vendor_assets(session: nox.Session) -> None:
     # Browsers that run the site all read woff2, the first source in KaTeX's CSS.
     for font in dist.glob("fonts/*.woff2"):
         shutil.copy2(font, target / "fonts" / font.name)
+    # uPlot draws the explorer's charts (docs/assets/explorer.js).
+    uplot = VENDOR / "uplot"
+    shutil.rmtree(uplot, ignore_errors=True)
+    uplot.mkdir()
+    for name in ("uPlot.iife.min.js", "uPlot.min.css"):
+        shutil.copy2(ROOT / "node_modules" / "uplot" / "dist" / name, uplot / name)
 
 
 def _print_example_times() -> None:

@@ -52,6 +52,7 @@ LANG = "zh"
 #: Hand-written pages translated as a whole, by source path.
 PAGES = [
     "docs/index.md",
+    "docs/explorer.md",
     "docs/references.md",
     "examples/README.md",
     *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("examples/*/README.md")),

@@ -1,6 +1,6 @@
 """MkDocs hooks, for both editions: a "running this example" box and a search boost on gallery
-pages, the language switcher's link to the same page in the other edition, and (English build)
-a copy of each gallery figure for the Chinese edition."""
+pages, the explorer's widgets and scripts, the language switcher's link to the same page in the
+other edition, and (English build) a copy of each gallery figure for the Chinese edition."""
 
 from __future__ import annotations
 
@@ -151,6 +151,48 @@ def _module_files(name: str) -> list[Path]:
     """The source file of an attnscale module or package, if there is one."""
     base = SRC.joinpath(*name.split("."))
     return [f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()]
+
+
+#: Gallery pages that embed a small explorer (docs/assets/explorer.js): its kind, and the
+#: heading it goes before (both editions keep the English anchors).
+WIDGETS = {
+    "generated/gallery/01_variance/plot_01_variance_growth.md": ("variance", "the-tails-honestly"),
+    "generated/gallery/02_softmax/plot_04_temperature.md": ("temperature", "the-two-limits"),
+}
+_NO_SCRIPT = {
+    "en": "The explorer is drawn by JavaScript, which is off in this browser.",
+    "zh": "探索器由 JavaScript 绘制，而这个浏览器关闭了 JavaScript。",
+}
+
+
+def on_page_content(html: str, page: Any, config: Any, **_: Any) -> str:
+    """Put the explorer's widget on the pages in ``WIDGETS``, and its scripts (uPlot and
+    explorer.js, from the English site's assets) on every page that has one."""
+    lang = _language(config)
+    root = "../" * page.url.count("/")  # from this page to its edition's root
+    if page.file.src_uri in WIDGETS:
+        kind, before = WIDGETS[page.file.src_uri]
+        at = html.find(f'<h2 id="{before}"')
+        if at < 0:
+            raise ValueError(f"{page.file.src_uri}: no heading #{before} to put the explorer before")
+        html = html[:at] + explorer_widget(kind, lang, more=root + "explorer/") + "\n" + html[at:]
+    if 'class="attnscale-explorer"' not in html:
+        return html
+    assets = root + "../" * PREFIX[lang].count("/") + "assets/"
+    return (
+        f'{html}\n<link rel="stylesheet" href="{assets}vendor/uplot/uPlot.min.css">\n'
+        f'<script src="{assets}vendor/uplot/uPlot.iife.min.js"></script>\n'
+        f'<script src="{assets}explorer.js"></script>\n'
+    )
+
+
+def explorer_widget(kind: str, lang: str, more: str = "") -> str:
+    """The element explorer.js fills in: ``kind`` is full, variance or temperature."""
+    link = f' data-more="{more}"' if more else ""
+    return (
+        f'<div class="attnscale-explorer" data-kind="{kind}"{link} data-search-exclude>'
+        f"<p>{_NO_SCRIPT[lang]}</p></div>"
+    )
 
 
 def on_page_context(context: dict[str, Any], page: Any, config: Any, **_: Any) -> dict[str, Any]:
