@@ -55,9 +55,7 @@ def vectors() -> dict[str, Any]:
     saturated = []
     for sigma in (1.0, 5.0, 20.0):
         batch = sigma * torch.randn(64, 32, generator=gen, dtype=torch.float64)
-        saturated.append(
-            {"rows": batch.tolist(), "fraction": attnscale.saturated_fraction(batch)}
-        )
+        saturated.append({"rows": batch.tolist(), "fraction": attnscale.saturated_fraction(batch)})
     spreads = []
     for d_k in (16, 64, 1024, 4096):
         for variance in (0.25, 1.0, 4.0):

@@ -174,7 +174,9 @@ def on_page_content(html: str, page: Any, config: Any, **_: Any) -> str:
         kind, before = WIDGETS[page.file.src_uri]
         at = html.find(f'<h2 id="{before}"')
         if at < 0:
-            raise ValueError(f"{page.file.src_uri}: no heading #{before} to put the explorer before")
+            raise ValueError(
+                f"{page.file.src_uri}: no heading #{before} to put the explorer before"
+            )
         html = html[:at] + explorer_widget(kind, lang, more=root + "explorer/") + "\n" + html[at:]
     if 'class="attnscale-explorer"' not in html:
         return html

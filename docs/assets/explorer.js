@@ -512,7 +512,13 @@
             x: { time: false, distr: 3, range: (u, lo, hi) => [1, Math.max(hi, 2)] },
             y: { distr: 3, range: (u, lo) => [10 ** Math.floor(Math.log10(lo)), 1] },
           },
-          axes: [axis(t.rowAxis[0], c), axis(t.rowAxis[1], c, { size: 60 })],
+          axes: [
+            axis(t.rowAxis[0], c),
+            axis(t.rowAxis[1], c, {
+              size: 60,
+              values: (u, v) => v.map((p) => (p == null ? "" : p >= 1e-3 ? String(p) : p.toExponential(0))),
+            }),
+          ],
           series: [{}, { label: t.row, stroke: c.main, width: 2 }],
         };
       } else if (name === "jacobian") {

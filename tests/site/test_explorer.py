@@ -20,6 +20,7 @@ from conftest import ROOT
 pytest.importorskip("playwright.sync_api")
 
 VECTORS = ROOT / "build" / "explorer" / "vectors.json"
+AXE = ROOT / "node_modules" / "axe-core" / "axe.min.js"
 EDITIONS = {"en": "", "zh": "zh/"}
 WIDGET_PAGES = {
     "variance": "generated/gallery/01_variance/plot_01_variance_growth/",
@@ -128,6 +129,17 @@ def _changed(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[
     ]
 
 
+def _axe(tab: Any) -> list[str]:
+    """axe-core's serious and critical findings on the explorers, as they are drawn now."""
+    if not tab.evaluate("() => typeof axe !== 'undefined'"):
+        tab.add_script_tag(path=str(AXE))
+    return tab.evaluate(
+        "async () => (await axe.run('.attnscale-explorer', {resultTypes: ['violations']}))"
+        ".violations.filter(v => ['serious', 'critical'].includes(v.impact))"
+        ".map(v => `${v.id}: ${v.help} (${v.nodes[0].target.join(' ')})`)"
+    )
+
+
 def _settled(tab: Any) -> list[dict[str, Any]]:
     tab.evaluate("() => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))")
     return tab.evaluate(_SEEN)
@@ -169,6 +181,7 @@ def test_every_control_works_by_keyboard_and_by_pointer(
         act()
         assert box.is_checked() != checked
         assert any(m.startswith("pixels") for m in _changed(before, _settled(tab)))
+    assert not _axe(tab)
     assert not errors
 
 
@@ -205,9 +218,14 @@ def test_the_charts_follow_the_colour_scheme(explorer: tuple[str, Any, list[str]
     _, tab, errors = explorer
     before = _settled(tab)
     tab.locator("label[for='__palette_1']").click()  # Material's dark-scheme toggle
-    assert tab.evaluate("() => document.body.dataset.mdColorScheme") == "slate"
-    after = _settled(tab)
-    assert len(_changed(before, after)) >= 4, "the charts were not redrawn in the dark colours"
+    try:
+        assert tab.evaluate("() => document.body.dataset.mdColorScheme") == "slate"
+        after = _settled(tab)
+        assert len(_changed(before, after)) >= 4, "the charts were not redrawn in dark colours"
+        assert not _axe(tab)
+    finally:  # Material keeps the choice in the browser's storage, for every later page
+        tab.locator("label[for='__palette_0']").click()
+    assert tab.evaluate("() => document.body.dataset.mdColorScheme") == "default"
     assert not errors
 
 
