@@ -119,15 +119,18 @@ def test_page(page: str, base_url: str, browser) -> None:
         raw = re.findall(r".{0,30}(?:\\\(|\\\[|\$\$).{0,30}", text)
         assert not raw, f"raw TeX delimiters in the text: {raw}"
 
-        # Accessibility: axe-core from the npm registry, injected into the page.
+        # Accessibility: axe-core from the npm registry, injected into the page, in both colour
+        # schemes (Material's toggle sets this attribute; the page's CSS follows it).
         tab.add_script_tag(path=str(AXE))
-        violations = tab.evaluate(
-            "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
-            ".filter(v => ['serious', 'critical'].includes(v.impact))"
-            ".map(v => `${v.impact} ${v.id}: ${v.help} (${v.nodes.length} nodes, e.g. `"
-            " + v.nodes[0].target.join(' ') + ')')"
-        )
-        assert not violations, f"serious or critical accessibility violations: {violations}"
+        for scheme in ("default", "slate"):
+            tab.evaluate(f"() => document.body.setAttribute('data-md-color-scheme', '{scheme}')")
+            violations = tab.evaluate(
+                "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+                ".filter(v => ['serious', 'critical'].includes(v.impact))"
+                ".map(v => `${v.impact} ${v.id}: ${v.help} (${v.nodes.length} nodes, e.g. `"
+                " + v.nodes[0].target.join(' ') + ')')"
+            )
+            assert not violations, f"serious or critical violations ({scheme}): {violations}"
 
         weight = sum(sizes.values())
         print(f"page weight {weight / 1e6:.3f} MB, {len(sizes)} requests: {page}")
