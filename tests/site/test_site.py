@@ -122,6 +122,8 @@ def test_page(page: str, base_url: str, browser) -> None:
         # Accessibility: axe-core from the npm registry, injected into the page, in both colour
         # schemes (Material's toggle sets this attribute; the page's CSS follows it).
         tab.add_script_tag(path=str(AXE))
+        # Material fades colours in 125 ms: axe must see the new scheme, not the fade.
+        tab.add_style_tag(content="*, ::before, ::after { transition: none !important; }")
         for scheme in ("default", "slate"):
             tab.evaluate(f"() => document.body.setAttribute('data-md-color-scheme', '{scheme}')")
             violations = tab.evaluate(
