@@ -112,6 +112,28 @@ def test_additive_masks_of_any_value_and_fully_masked_rows(low: float) -> None:
     _assert_close(same, _brute(q, k, 0.25, visible))
 
 
+@pytest.mark.parametrize(("length", "keys", "chunk"), [(3, 50, 5), (12, 30, 2), (12, 30, None)])
+@pytest.mark.parametrize("mask_heads", [0, 1, 6])  # no mask, one for all heads, one per head
+def test_whole_rows_and_key_chunks_with_grouped_heads_and_masks(
+    length: int, keys: int, chunk: int | None, mask_heads: int
+) -> None:
+    """Blocks of whole rows where a row of every batch and head fits in ``chunk`` keys' worth
+    of values, key chunks with an online softmax where it does not (3 queries, 50 keys)."""
+    q, k = _qk(heads=6, kv_heads=2, length=length, keys=keys)
+    gen = torch.Generator().manual_seed(5)
+    visible = torch.ones(1, 1, length, keys, dtype=torch.bool)
+    if mask_heads:
+        visible = torch.rand(2, mask_heads, length, keys, generator=gen) > 0.3
+        visible[..., 0] = True
+    mask = visible if mask_heads else None
+    stats = head_stats(q, k, attn_mask=mask, chunk=chunk, scale=0.2)
+    _assert_close(stats, _brute(q, k, 0.2, visible))
+    if not mask_heads:
+        causal = torch.ones(length, keys, dtype=torch.bool).tril()
+        stats = head_stats(q, k, is_causal=True, chunk=chunk, scale=0.2)
+        _assert_close(stats, _brute(q, k, 0.2, causal, causal=True))
+
+
 def test_a_bias_is_part_of_the_logits() -> None:
     q, k = _qk(length=10, keys=10)
     bias = torch.linspace(-3, 3, 100).reshape(10, 10)  # ALiBi-like: not a mask
@@ -223,6 +245,33 @@ def test_from_existing_logits_with_a_mask_and_the_raw_product() -> None:
     _assert_close(inf_masked, ref)
     assert torch.isnan(inf_masked.max_abs_qk).all()
     assert set(stats.to_dict()) >= {"max_logit", "entropy", "first_key_weight", "masked_rows"}
+
+
+@pytest.mark.parametrize("chunk", [None, 1, 5])
+def test_from_logits_whole_rows_and_key_chunks_agree(chunk: int | None) -> None:
+    """Finite logits take whole rows at a time; a NaN, +inf or unmasked -inf entry sends the
+    call to the key-chunk path, which leaves those entries out. Both match brute force."""
+    from attnscale import head_stats_of_logits
+
+    q, k = _qk(length=10, keys=12)
+    visible = torch.ones(10, 12, dtype=torch.bool).tril(diagonal=2)
+    logits = (q @ k.transpose(-2, -1) * 0.25).masked_fill(~visible, torch.finfo(torch.float32).min)
+    ref = _brute(q, k, 0.25, visible)
+    ref.pop("max_abs_qk")
+    _assert_close(head_stats_of_logits(logits, masked=~visible, chunk=chunk), ref)
+    for bad, where in (
+        (math.nan, (0, 1, 3, 0)),
+        (math.inf, (1, 2, 5, 1)),
+        (-math.inf, (1, 0, 9, 4)),
+    ):
+        broken = logits.clone()
+        broken[where] = bad
+        left = torch.broadcast_to(visible, broken.shape).clone()
+        left[where] = False
+        stats = head_stats_of_logits(broken, masked=~visible, chunk=chunk)
+        ref = _brute(q, k, 0.25, left)
+        ref.pop("max_abs_qk")
+        _assert_close(stats, ref)
 
 
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])

@@ -2,11 +2,13 @@ r"""Per-head attention statistics over every query row, from q and k in key chun
 
 The sampled statistics of [AttentionStats][attnscale.AttentionStats] describe a forward pass;
 a training run needs numbers that cover every row, because a maximum over a sample is not the
-maximum. These are computed from q and k directly, one chunk of keys at a time, with an
-online softmax (the running maximum, sum and entropy term of every row are rescaled as a new
-chunk raises the maximum), so memory is O(B·H·L) plus one chunk of logits, never the
-$L \times S$ matrix, whatever path the model's attention takes. Every pass over a chunk
-runs in place, and a causal chunk starts at the first query that can see it.
+maximum. These are computed from q and k directly, in blocks of whole rows where a row of
+every batch and head fits in one chunk of logits (a causal block stops at the last key its
+rows see), and otherwise one chunk of keys at a time, with an online softmax (the running
+maximum, sum and entropy term of every row are rescaled as a new chunk raises the maximum).
+Either way memory is O(B·H·L) plus one chunk of logits, never the $L \times S$ matrix,
+whatever path the model's attention takes. A block of whole rows takes a dozen passes and no
+merging: fewer operations, which is most of the cost at the sizes of a forward pass.
 
 Definitions:
 
@@ -144,13 +146,14 @@ def head_stats(
         SDPA. Float: added to the logits; where it is -inf, or where a two-valued mask holds
         its negative value (0 and ``finfo.min``, -1e4, -100 ...), the key is masked.
     is_causal : bool
-        Query i sees keys 0..i (SDPA's top-left alignment). Key chunks a query cannot see
-        are skipped, as causal kernels skip them, so ``max_abs_qk`` covers the visible
+        Query i sees keys 0..i (SDPA's top-left alignment). Keys a query cannot see are
+        skipped, as causal kernels skip them, so ``max_abs_qk`` covers the visible
         products only.
     chunk : int, optional
-        Keys per step: memory is O(batch · heads · L · chunk). By default as many as keep
-        one chunk of logits under 2¹⁸ values (1 MB in float32: passes over
-        a chunk that stays in cache are the fast ones).
+        Memory is O(batch · heads · L · chunk): each step takes that many logits at most, as
+        whole rows where a row of every batch and head fits, else as ``chunk`` keys of every
+        row. By default one step holds under 2¹⁸ values (1 MB in float32: passes over a
+        chunk that stays in cache are the fast ones).
     """
     q, k = _checked(q, k, attn_mask, chunk)
     *batch, heads, length, d = q.shape
@@ -170,9 +173,52 @@ def head_stats(
     if chunk is None:
         chunk = _default_chunk(keys, qg.shape[0] * kv_heads * length * group)
     masks = _Masks(attn_mask, is_causal, batch, heads, kv_heads, length, q.device, work)
-    state = _Rows.empty(qg.shape[:-1], work, q.device)
-    raw = torch.zeros(qg.shape[:-1], dtype=work, device=q.device)  # max |q·k| per row
     skip = is_causal and attn_mask is None  # the causal kernels' shortcut, taken here too
+    found = _qk_whole_rows(qg, kt, c, masks, skip, chunk)
+    state, raw = found if found is not None else _qk_by_key_chunks(qg, kt, c, masks, skip, chunk)
+    if skip:  # the visible products only: the row's extreme logits, unscaled
+        some = state.n >= 1
+        size = torch.maximum(state.m.abs(), state.low.abs()) / abs(c) if c else math.nan
+        raw = torch.where(some, size, 0.0)
+    return state.per_head(_per_head(raw[None], group, "max")[0], group)
+
+
+def _qk_whole_rows(
+    qg: torch.Tensor, kt: torch.Tensor, c: float, masks: _Masks, skip: bool, chunk: int
+) -> tuple[_Rows, torch.Tensor] | None:
+    """The rows' statistics and max |q·k| per row, from blocks of whole rows of about
+    ``chunk`` keys' worth of logits each (a causal block stops at the last key its rows see);
+    None where a row of every batch and head does not fit, or a logit is not finite."""
+    b, kv, rows, _ = qg.shape
+    keys = kt.shape[-1]
+    step = (b * kv * rows * chunk) // max(1, b * kv * keys)
+    if step < 1:
+        return None
+    parts = []
+    for r0 in range(0, rows, step):
+        r1 = min(r0 + step, rows)
+        width = min(keys, int(masks.rows[r1 - 1]) + 1) if skip else keys
+        x = qg[..., r0:r1, :] @ kt[..., :width]  # (B, kv_heads, rows, width)
+        raw = torch.zeros(()) if skip else torch.maximum(x.amax(-1), -x.amin(-1))
+        bias, visible = masks.block(r0, r1, width)
+        folded = _fold(x.mul_(c), bias)
+        if folded is None:
+            return None
+        n = torch.as_tensor(visible, dtype=x.dtype).broadcast_to(folded[0].shape)
+        parts.append((*folded, n, raw.broadcast_to(folded[0].shape)))
+    m, s, t, low, first, n, raw = (torch.cat(f, -1) for f in zip(*parts, strict=True))
+    return _Rows(m, s, t, low, n, first), raw
+
+
+def _qk_by_key_chunks(
+    qg: torch.Tensor, kt: torch.Tensor, c: float, masks: _Masks, skip: bool, chunk: int
+) -> tuple[_Rows, torch.Tensor]:
+    """The rows' statistics and max |q·k| per row, from chunks of keys, with an online
+    softmax: memory O(B·H·L·chunk) however many keys there are."""
+    keys = kt.shape[-1]
+    state = _Rows.empty(qg.shape[:-1], qg.dtype, qg.device)
+    raw = torch.zeros(qg.shape[:-1], dtype=qg.dtype, device=qg.device)  # max |q·k| per row
+    group = masks.group
     for j in range(0, keys, chunk):
         cols = slice(j, min(j + chunk, keys))
         # a causal query i sees no key after i: rows before j * group see nothing here
@@ -188,11 +234,31 @@ def head_stats(
             if bias is None:  # the row's extremes are those just taken, scaled
                 high, low = torch.maximum(hi * c, lo * c), torch.minimum(hi * c, lo * c)
         state.add(x.mul_(c), bias, high, low, keys=visible, rows=slice(r0, None), first=j == 0)
-    if skip:  # the visible products only: the row's extreme logits, unscaled
-        some = state.n >= 1
-        size = torch.maximum(state.m.abs(), state.low.abs()) / abs(c) if c else math.nan
-        raw = torch.where(some, size, 0.0)
-    return state.per_head(_per_head(raw[None], group, "max")[0], group)
+    return state, raw
+
+
+def _fold(x: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, ...] | None:
+    """One block of whole rows of logits (..., rows, keys), used up: each row's max, sum
+    s = Σ e^(x-max), entropy term t = Σ e^(x-max)·(x-max), min and first logit (the
+    ``_Rows`` fields), with ``bias`` (-inf where masked) added. None where a row holds NaN,
+    +inf or an unmasked -inf, which the key-chunk paths leave out."""
+    low = None
+    if bias is not None:
+        above = bias.masked_fill(bias == -math.inf, math.inf)  # masked: not the row's minimum
+        # masked -inf logits meet +inf here (NaN): either way, not the minimum
+        low = torch.add(x, above).nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
+        x.add_(bias)
+    high = x.amax(-1)
+    low = x.amin(-1) if low is None else low
+    if bool((high.isnan() | (high == math.inf) | low.isnan() | (low == -math.inf)).any()):
+        return None
+    first = x[..., 0].clone()
+    ref = torch.where(torch.isinf(high), 0.0, high)  # rows with no key: any reference
+    # masked entries and those far below the max at e^-80, as on the key-chunk paths
+    xc = x.sub_(ref.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
+    p = torch.softmax(xc, -1)
+    s = p.amax(-1).reciprocal()  # the largest entry is e^0 / s
+    return high, s, s * p.mul_(xc).sum(-1), low, first
 
 
 @torch.no_grad()
@@ -225,6 +291,41 @@ def head_stats_of_logits(
         x.device,
         work,
     )
+    state = _whole_rows(x, masks, work, chunk)
+    if state is None:  # non-finite logits that no mask explains: the general path
+        state = _by_key_chunks(x, masks, work, chunk)
+    if raw is None:
+        size = torch.full((heads,), math.nan, dtype=torch.float64)
+    else:
+        # the product's own shape: sink columns may follow it in the logits
+        r = raw.detach().reshape(-1, heads, raw.shape[-2] * raw.shape[-1])  # no |raw| copy
+        size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
+    return state.per_head(size, 1)
+
+
+def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -> _Rows | None:
+    """The rows' statistics from blocks of whole rows (about ``chunk`` keys' worth of values
+    each), in a dozen passes per block and no merging; None where ``_fold`` finds a
+    non-finite logit that no mask explains."""
+    b, heads, length, keys = x.shape
+    bias, visible = masks.chunk(slice(0, keys), 0)  # -inf where masked, at the mask's shape
+    step = max(1, (b * heads * length * chunk) // max(1, b * heads * keys))
+    parts = []
+    for r0 in range(0, length, step):
+        rows = slice(r0, min(r0 + step, length))
+        here = None if bias is None else bias if bias.shape[-2] == 1 else bias[..., rows, :]
+        folded = _fold(x[:, :, rows].to(work, copy=True), here)
+        if folded is None:
+            return None
+        parts.append(folded)
+    m, s, t, low, first = (torch.cat(f, -1) for f in zip(*parts, strict=True))
+    n = torch.as_tensor(visible, dtype=work, device=x.device).broadcast_to(m.shape).clone()
+    return _Rows(m, s, t, low, n, first)
+
+
+def _by_key_chunks(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -> _Rows:
+    """The rows' statistics from chunks of keys, with an online softmax."""
+    keys = x.shape[-1]
     state = _Rows.empty(x.shape[:-1], work, x.device)
     for j in range(0, keys, chunk):
         cols = slice(j, min(j + chunk, keys))
@@ -239,13 +340,7 @@ def head_stats_of_logits(
             visible = (bias > -math.inf).sum(-1)
             xj.masked_fill_(bad, 0.0)
         state.add(xj, bias, None, None, keys=visible, rows=slice(None), first=j == 0)
-    if raw is None:
-        size = torch.full((heads,), math.nan, dtype=torch.float64)
-    else:
-        # the product's own shape: sink columns may follow it in the logits
-        r = raw.detach().reshape(-1, heads, raw.shape[-2] * raw.shape[-1])  # no |raw| copy
-        size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
-    return state.per_head(size, 1)
+    return state
 
 
 class _Masks:
@@ -310,15 +405,45 @@ class _Masks:
             return None, width
         return bias, (bias > -math.inf).sum(-1)
 
+    def block(self, r0: int, r1: int, width: int) -> tuple[torch.Tensor | None, torch.Tensor | int]:
+        """The bias of rows ``r0:r1`` (in L · group order) and keys ``0:width``, every row
+        included, and the visible keys per row."""
+        bias = None
+        if self.mask is not None:
+            m = self.mask[..., :width]
+            start = 0  # the row of the bias below that is row 0 of L · group
+            if m.shape[-2] > 1:  # only the mask rows of the queries these rows belong to
+                m = m[..., r0 // self.group : (r1 - 1) // self.group + 1, :]
+                start = r0 // self.group * self.group
+            if m.dtype == torch.bool:
+                bias = torch.zeros(m.shape, dtype=self.dtype, device=m.device).masked_fill_(
+                    ~m, -math.inf
+                )
+            else:
+                bias = m.to(self.dtype).masked_fill(m == self.masked_value, -math.inf)
+            bias = self._rows(bias)
+            if bias.shape[-2] > 1:
+                bias = bias[..., r0 - start : r1 - start, :]
+        if self.is_causal:
+            query = self.rows[r0:r1, None]
+            cols = torch.arange(width, device=query.device)
+            causal = torch.zeros(r1 - r0, width, dtype=self.dtype, device=query.device)
+            causal.masked_fill_(cols[None, :] > query, -math.inf)
+            bias = causal if bias is None else bias + causal
+        if bias is None:
+            return None, width
+        return bias, (bias > -math.inf).sum(-1)
+
     def _rows(self, bias: torch.Tensor) -> torch.Tensor:
-        """(B', heads or 1, L or 1, c) -> (B', kv_heads or 1, L · group or 1, c)."""
+        """(B', heads or 1, rows or 1, c) -> (B', kv_heads or 1, rows · group or 1, c); a
+        bias with one row for every query and distinct heads gets L · group rows."""
         b, h, rows, c = bias.shape
         if h == 1:
             return bias if rows == 1 else bias.repeat_interleave(self.group, dim=2)
         bias = bias.reshape(b, self.kv_heads, self.group, rows, c).transpose(2, 3)
-        return bias.broadcast_to(b, self.kv_heads, self.length, self.group, c).reshape(
-            b, self.kv_heads, -1, c
-        )
+        return bias.broadcast_to(
+            b, self.kv_heads, rows if rows > 1 else self.length, self.group, c
+        ).reshape(b, self.kv_heads, -1, c)
 
 
 class _Rows:
