@@ -500,3 +500,12 @@ def test_no_english_is_left_in_the_chinese_figures() -> None:
             if zh_figures._english(text) and texts.get(key) != key:
                 left.append(f"{image.name}: {text}")
     assert not left, "\n".join(sorted(set(left)))
+
+
+def test_the_command_line_names_what_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert i18n.main(["check"]) == (1 if i18n.problems() else 0)
+    for argv, words in (([], "required"), (["skeleton", "nope.py"], "nope.py"), (["x"], "x")):
+        with pytest.raises(SystemExit) as exit_:
+            i18n.main(argv)
+        assert exit_.value.code == 2
+        assert words in capsys.readouterr().err

@@ -25,6 +25,7 @@ entry that is still current.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import hashlib
 import html
@@ -640,29 +641,41 @@ def page_strings(source: str) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["check"]:
+    parser = argparse.ArgumentParser(
+        prog="python tools/i18n.py", description=__doc__.split("\n\n")[0]
+    )
+    command = parser.add_subparsers(dest="command", required=True)
+    command.add_parser("check", help="list every missing, untranslated or stale translation")
+    skeletons = command.add_parser(
+        "skeleton", help="write or refresh translation files, keeping their current entries"
+    )
+    skeletons.add_argument(
+        "sources", nargs="*", metavar="SOURCE", help="gallery scripts or pages (default: all)"
+    )
+    command.add_parser("build", help="assemble the Chinese docs tree from the English build")
+    args = parser.parse_args(argv)
+    if args.command == "check":
         found = problems()
         print("\n".join(map(str, found)) or "every translation is current")
         return 1 if found else 0
-    if argv[:1] == ["skeleton"]:
-        for source in argv[1:] or [*SCRIPTS, *PAGES]:
+    if args.command == "skeleton":
+        unknown = sorted(set(args.sources) - {*SCRIPTS, *PAGES})
+        if unknown:
+            parser.error(f"not a gallery script or translated page: {', '.join(unknown)}")
+        for source in args.sources or [*SCRIPTS, *PAGES]:
             strings = page_strings(source) if source in SCRIPTS else []
             print(skeleton(source, strings).relative_to(ROOT))
         return 0
-    if argv[:1] == ["build"]:
-        try:
-            stale = assemble()
-        except TranslationError as err:
-            print(f"Chinese edition: {err}")
-            return 1
-        if stale:
-            print("Stale Chinese strings (their English is gone):\n  " + "\n  ".join(stale))
-            return 1
-        print(f"Chinese docs tree written to {BUILD.relative_to(ROOT)}")
-        return 0
-    print(__doc__)
-    print("usage: python tools/i18n.py check | skeleton [SOURCE ...] | build")
-    return 2
+    try:
+        stale = assemble()
+    except TranslationError as err:
+        print(f"Chinese edition: {err}")
+        return 1
+    if stale:
+        print("Stale Chinese strings (their English is gone):\n  " + "\n  ".join(stale))
+        return 1
+    print(f"Chinese docs tree written to {BUILD.relative_to(ROOT)}")
+    return 0
 
 
 if __name__ == "__main__":
