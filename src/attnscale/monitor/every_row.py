@@ -201,7 +201,7 @@ def _qk_whole_rows(
         x = qg[..., r0:r1, :] @ kt[..., :width]  # (B, kv_heads, rows, width)
         raw = torch.zeros(()) if skip else torch.maximum(x.amax(-1), -x.amin(-1))
         bias, visible = masks.block(r0, r1, width)
-        folded = _fold(x.mul_(c), bias)
+        folded = _fold(x.mul_(c), bias, x.dtype, own=True)
         if folded is None:
             return None
         n = torch.as_tensor(visible, dtype=x.dtype).broadcast_to(folded[0].shape)
@@ -237,17 +237,23 @@ def _qk_by_key_chunks(
     return state, raw
 
 
-def _fold(x: torch.Tensor, bias: torch.Tensor | None) -> tuple[torch.Tensor, ...] | None:
-    """One block of whole rows of logits (..., rows, keys), used up: each row's max, sum
+def _fold(
+    x: torch.Tensor, bias: torch.Tensor | None, work: torch.dtype, own: bool
+) -> tuple[torch.Tensor, ...] | None:
+    """One block of whole rows of logits (..., rows, keys): each row's max, sum
     s = Σ e^(x-max), entropy term t = Σ e^(x-max)·(x-max), min and first logit (the
-    ``_Rows`` fields), with ``bias`` (-inf where masked) added. None where a row holds NaN,
-    +inf or an unmasked -inf, which the key-chunk paths leave out."""
+    ``_Rows`` fields), with ``bias`` (-inf where masked) added; ``x`` is used up if ``own``.
+    None where a row holds NaN, +inf or an unmasked -inf, which the key-chunk paths leave
+    out. Every pass reads the block from memory, so there are as few as can be."""
     low = None
     if bias is not None:
         above = bias.masked_fill(bias == -math.inf, math.inf)  # masked: not the row's minimum
-        # masked -inf logits meet +inf here (NaN): either way, not the minimum
-        low = torch.add(x, above).nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
-        x.add_(bias)
+        low = torch.add(x, above).amin(-1)
+        if bool(low.isnan().any()):  # masked -inf logits met +inf: not the minimum either
+            low = torch.add(x, above).nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
+        x = x.add_(bias) if own else torch.add(x, bias)
+    elif not own:
+        x = x.to(work, copy=True)
     high = x.amax(-1)
     low = x.amin(-1) if low is None else low
     if bool((high.isnan() | (high == math.inf) | low.isnan() | (low == -math.inf)).any()):
@@ -314,7 +320,7 @@ def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -
     for r0 in range(0, length, step):
         rows = slice(r0, min(r0 + step, length))
         here = None if bias is None else bias if bias.shape[-2] == 1 else bias[..., rows, :]
-        folded = _fold(x[:, :, rows].to(work, copy=True), here)
+        folded = _fold(x[:, :, rows], here, work, own=False)
         if folded is None:
             return None
         parts.append(folded)
