@@ -384,14 +384,7 @@ class _Masks:
         width = cols.stop - cols.start
         bias = None
         if self.mask is not None:
-            m = self.mask[..., cols]
-            if m.dtype == torch.bool:
-                bias = torch.zeros(m.shape, dtype=self.dtype, device=m.device).masked_fill_(
-                    ~m, -math.inf
-                )
-            else:
-                bias = m.to(self.dtype).masked_fill(m == self.masked_value, -math.inf)
-            bias = self._rows(bias)
+            bias = self._rows(self._additive(self.mask[..., cols]))
             if bias.shape[-2] > 1:
                 bias = bias[..., r0:, :]
         if self.is_causal:
@@ -421,13 +414,7 @@ class _Masks:
             if m.shape[-2] > 1:  # only the mask rows of the queries these rows belong to
                 m = m[..., r0 // self.group : (r1 - 1) // self.group + 1, :]
                 start = r0 // self.group * self.group
-            if m.dtype == torch.bool:
-                bias = torch.zeros(m.shape, dtype=self.dtype, device=m.device).masked_fill_(
-                    ~m, -math.inf
-                )
-            else:
-                bias = m.to(self.dtype).masked_fill(m == self.masked_value, -math.inf)
-            bias = self._rows(bias)
+            bias = self._rows(self._additive(m))
             if bias.shape[-2] > 1:
                 bias = bias[..., r0 - start : r1 - start, :]
         if self.is_causal:
@@ -439,6 +426,14 @@ class _Masks:
         if bias is None:
             return None, width
         return bias, (bias > -math.inf).sum(-1)
+
+    def _additive(self, m: torch.Tensor) -> torch.Tensor:
+        """A slice of the mask as a bias: -inf where masked, else 0 (boolean) or its value."""
+        if m.dtype == torch.bool:
+            return torch.zeros(m.shape, dtype=self.dtype, device=m.device).masked_fill_(
+                ~m, -math.inf
+            )
+        return m.to(self.dtype).masked_fill(m == self.masked_value, -math.inf)
 
     def _rows(self, bias: torch.Tensor) -> torch.Tensor:
         """(B', heads or 1, rows or 1, c) -> (B', kv_heads or 1, rows · group or 1, c); a
