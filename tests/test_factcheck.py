@@ -2,8 +2,11 @@
 
 from pathlib import Path
 
+import numpy as np
 import pytest
+import torch
 
+from attnscale._docs import factcheck
 from attnscale._docs.factcheck import PAGE_TITLES, VERDICTS, check_claims
 
 ROOT = Path(__file__).parents[1]
@@ -60,3 +63,19 @@ def test_links_name_the_page_they_link(checks):
         heading = next(line for line in lines if line.startswith("# "))
         assert heading[2:] == title, path
     assert {c.page for c in checks.values()} <= set(PAGE_TITLES)
+
+
+# -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
+
+
+def test_check_claims_leaves_the_global_rng_alone(monkeypatch) -> None:
+    # The cheap checks; 5.3 builds nn layers, which draw from the global generator.
+    cheap = [c for c in factcheck._CHECKS if c.__name__ in ("_check_2_1", "_check_5_3")]
+    assert len(cheap) == 2
+    monkeypatch.setattr(factcheck, "_CHECKS", tuple(cheap))
+    torch.manual_seed(123)
+    before = torch.get_rng_state()
+    first = factcheck.check_claims(seed=np.int64(4))
+    assert torch.equal(torch.get_rng_state(), before)
+    second = factcheck.check_claims(seed=4)
+    assert [c.numbers for c in first] == [c.numbers for c in second]

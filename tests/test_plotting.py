@@ -5,16 +5,23 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import matplotlib
+import numpy as np
+import pytest
+import torch
+from bad_input import (
+    INF,
+    NAN,
+)
+
+import attnscale as asc
 
 matplotlib.use("Agg")
 import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
-import numpy as np
-import pytest
-import torch
 
 import attnscale
 from attnscale import plot_seed_bands, plot_strategy_curves, plot_training_metric, train
@@ -245,3 +252,79 @@ def test_a_covered_strategy_curve_stays_visible() -> None:
     assert a.get_linewidth() > b.get_linewidth() == c.get_linewidth()
     assert a.get_alpha() < 1 and b.get_alpha() == 1
     assert "threshold" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+# -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
+
+
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ({"a": []}, r"rows\['a'\]"),
+        ({"a": torch.zeros(0)}, r"rows\['a'\]"),
+        ({"a": [0.5, NAN]}, r"rows\['a'\]"),
+        ({"a": [0.5, 0.5], "b": [INF, 0.0]}, r"rows\['b'\]"),
+        ({"a": "ab"}, r"rows\['a'\]"),
+        ({}, "rows"),
+    ],
+)
+def test_probability_rows_refuse_empty_and_non_finite(rows, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        asc.plot_probability_rows(rows)
+
+
+@pytest.mark.parametrize(
+    "x, curves, match",
+    [
+        ([], {"a": []}, "x"),
+        ([1, NAN, 4], {"a": [1.0, 2.0, 3.0]}, "x"),
+        ([1, INF, 4], {"a": [1.0, 2.0, 3.0]}, "x"),
+        ([[1, 2]], {"a": [[1.0, 2.0]]}, "x"),
+        ([1, 2], {"a": [1.0]}, r"curves\['a'\]"),
+        ([1, 2], {"a": ["p", "q"]}, r"curves\['a'\]"),
+        ([1, 2], {}, "curves"),
+    ],
+)
+def test_strategy_curves_refuse_bad_x_and_curves(x, curves, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        asc.plot_strategy_curves(x, curves)
+
+
+def test_strategy_curves_leave_non_finite_values_out() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = asc.plot_strategy_curves([1, 2, 4], {"a": [1.0, NAN, 2.0], "b": [INF, 1.0, -INF]})
+    assert len(ax.get_lines()) == 2
+
+
+@pytest.mark.parametrize(
+    "curves",
+    [{"a": []}, {"a": np.zeros((0, 3))}, {"a": np.zeros((3, 0))}, {"a": torch.zeros(2, 2, 2)}],
+)
+def test_seed_bands_refuse_empty_curves(curves) -> None:
+    with pytest.raises(ValueError, match=r"curves\['a'\]"):
+        asc.plot_seed_bands(curves)
+
+
+@pytest.mark.parametrize("band", ["range", "std"])
+def test_seed_bands_leave_non_finite_points_out(band: str) -> None:
+    curves = {
+        "diverged": [[1.0, NAN, 2.0, 3.0], [1.0, 2.0, -INF, 3.0]],
+        "ok": [[1.0, 2.0, 3.0, 4.0], [2.0, 3.0, 4.0, 5.0]],
+        "all nan": [[NAN] * 4],
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ax = asc.plot_seed_bands(curves, band=band)
+    mean = ax.get_lines()[0].get_ydata()
+    assert np.isnan(mean[1]) and np.isnan(mean[2]) and mean[0] == 1.0 and mean[3] == 3.0
+    assert np.array_equal(ax.get_lines()[1].get_ydata(), [1.5, 2.5, 3.5, 4.5])
+    with pytest.raises(ValueError, match="band"):
+        asc.plot_seed_bands(curves, band="iqr")
+
+
+def test_training_metric_plot_needs_a_result(small_result) -> None:
+    with pytest.raises(TypeError, match="result"):
+        asc.plot_training_metric({"loss": [1.0]}, "loss")
+    with pytest.raises(ValueError, match="name"):
+        asc.plot_training_metric(small_result, "nope")

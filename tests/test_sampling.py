@@ -1,10 +1,28 @@
 import math
 
+import numpy as np
 import pytest
 import torch
+from bad_input import (
+    FUZZ,
+    TINY_TRAIN,
+    attempt,
+    dtypes,
+    finite,
+    junk,
+    reals,
+    rhos,
+    seeds,
+    sizes,
+    tensor_or_junk,
+    variances,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 
 import attnscale as asc
-from attnscale import sampling
+from attnscale import sampling, training
+from attnscale._docs import factcheck
 
 
 def ks_statistic(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -181,3 +199,154 @@ def test_validation_types():
         asc.variance_estimate(torch.ones(2, 2))
     with pytest.raises(ValueError, match="z"):
         asc.variance_estimate(torch.ones(4), z=0)
+
+
+# -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
+
+
+@pytest.mark.parametrize("seed", [2**64, 2**100, -1])
+def test_seeds_outside_64_bits_are_refused(seed: int) -> None:
+    with pytest.raises(ValueError, match="seed"):
+        asc.sample_scores(4, 3, seed=seed)
+    with pytest.raises(ValueError, match="seed"):
+        asc.make_model(d_model=8, d_k=4, seed=seed)
+    with pytest.raises(ValueError, match="seed"):
+        asc.make_task("mean", 2, 2, 2, seed=seed)
+    with pytest.raises(ValueError, match="seeds"):
+        asc.train("mean", seeds=seed, **TINY_TRAIN)
+    with pytest.raises(ValueError, match="seed"):
+        factcheck.check_claims(seed=seed)
+
+
+@pytest.mark.parametrize("seed", [1.0, True, "1", None, torch.tensor(1)])
+def test_non_integer_seeds_are_refused(seed: object) -> None:
+    if seed is None:  # None means "the default" where it is allowed
+        with pytest.raises(TypeError, match="seed"):
+            asc.make_model(d_model=8, d_k=4, seed=seed)  # type: ignore[arg-type]
+        return
+    with pytest.raises(TypeError, match="seed"):
+        asc.sample_scores(4, 3, seed=seed)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="seed"):
+        asc.make_model(d_model=8, d_k=4, seed=seed)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="seeds"):
+        asc.train("mean", seeds=[seed], **TINY_TRAIN)  # type: ignore[list-item]
+
+
+def test_largest_seed_is_torchs_largest() -> None:
+    top = 2**64 - 1
+    gen = torch.Generator().manual_seed(top)
+    assert torch.equal(asc.sample_scores(8, 5, seed=top), asc.sample_scores(8, 5, generator=gen))
+    a = asc.make_model(d_model=8, d_k=4, seed=top)
+    b = asc.make_model(d_model=8, d_k=4, seed=top)
+    assert torch.equal(a.q_proj.weight, b.q_proj.weight)
+
+
+def test_seeds_that_overflow_only_after_the_shuffle_offset() -> None:
+    top = 2**64 - 1
+    # The shuffle seed is seed + 1000003, wrapped into 64 bits.
+    assert training._shuffle_seed(top) == 1_000_002
+    assert training._shuffle_seed(2**64 - 1_000_003) == 0
+    seeds = [top, 2**64 - 1_000_003, 2**64 - 1_000_004]
+    first = asc.train("mean", seeds=seeds, **TINY_TRAIN)
+    again = asc.train("mean", seeds=seeds, **TINY_TRAIN)
+    assert first.seeds == tuple(seeds)
+    assert all(finite(first.metric(name)) for name in asc.METRICS)
+    assert torch.equal(first.loss, again.loss)
+    assert torch.equal(first.test_loss, again.test_loss)
+
+
+@pytest.mark.parametrize("np_int", [np.int64, np.int32, np.uint64, np.int8, np.uint16])
+def test_numpy_integer_seeds_act_as_python_ints(np_int: type) -> None:
+    seed = 7
+    assert torch.equal(
+        asc.sample_scores(8, 5, seed=np_int(seed)), asc.sample_scores(8, 5, seed=seed)
+    )
+    x_np, y_np = asc.make_task("retrieval", 3, 4, 6, seed=np_int(seed))
+    x, y = asc.make_task("retrieval", 3, 4, 6, seed=seed)
+    assert torch.equal(x_np, x) and torch.equal(y_np, y)
+    a = asc.make_model("block", d_model=8, num_heads=2, seed=np_int(seed))
+    b = asc.make_model("block", d_model=8, num_heads=2, seed=seed)
+    assert all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+    res_np = asc.train("mean", seeds=[np_int(seed), np_int(seed + 1)], **TINY_TRAIN)
+    res = asc.train("mean", seeds=[seed, seed + 1], **TINY_TRAIN)
+    assert torch.equal(res_np.loss, res.loss)
+    assert res_np.seeds == res.seeds and all(type(s) is int for s in res_np.seeds)
+    one = asc.train("mean", seeds=np_int(seed), **TINY_TRAIN)
+    assert torch.equal(one.loss, res.loss[:1])
+
+
+def test_numpy_uint64_top_seed() -> None:
+    top = np.uint64(2**64 - 1)
+    assert torch.equal(asc.sample_scores(8, 5, seed=top), asc.sample_scores(8, 5, seed=2**64 - 1))
+    res = asc.train("mean", seeds=np.array([2**64 - 1], dtype=np.uint64), **TINY_TRAIN)
+    assert res.seeds == (2**64 - 1,)
+
+
+@pytest.mark.parametrize("size", [10**30, 2**64, 10**400])
+def test_sizes_too_large_to_allocate_are_a_clear_error(size: int) -> None:
+    for method in ("auto", "dot"):
+        with pytest.raises(ValueError, match="num_samples"):
+            asc.sample_scores(4, size, method=method)
+    with pytest.raises(ValueError, match="d_k"):
+        asc.sample_scores(size, 1, method="dot")
+    with pytest.raises(ValueError, match="num_samples"):
+        asc.make_task("mean", size, 2, 2)
+    with pytest.raises(ValueError, match="d_model"):
+        asc.make_task("mean", 2, 2, size)
+    with pytest.raises(ValueError, match="num_samples"):
+        asc.train("mean", **{**TINY_TRAIN, "num_samples": size})
+    with pytest.raises(ValueError, match="d_model"):
+        asc.make_model(d_model=size, d_k=4)
+    with pytest.raises(ValueError, match="d_k"):
+        asc.make_model(d_model=4, d_k=size)
+    with pytest.raises(ValueError, match="d_model"):
+        asc.MultiHeadAttention(size, 1)
+    with pytest.raises(ValueError, match="head_dim"):
+        asc.MultiHeadAttention(8, 2, head_dim=size)
+
+
+def test_chi_method_needs_d_k_within_float_range() -> None:
+    assert finite(asc.sample_scores(10**30, 4, seed=0))
+    with pytest.raises(ValueError, match="d_k"):
+        asc.sample_scores(10**400, 4)
+
+
+@FUZZ
+@given(
+    d_k=sizes,
+    num_samples=sizes,
+    distribution=st.one_of(st.sampled_from(asc.DISTRIBUTIONS), junk),
+    method=st.one_of(st.sampled_from(["auto", "dot", "chi"]), junk),
+    mean_q=reals,
+    var_k=variances,
+    rho=rhos,
+    scale=reals,
+    seed=seeds,
+    dtype=dtypes,
+)
+def test_fuzz_sampling(
+    d_k, num_samples, distribution, method, mean_q, var_k, rho, scale, seed, dtype
+):
+    ok, res = attempt(
+        asc.sample_scores,
+        d_k,
+        num_samples,
+        distribution=distribution,
+        method=method,
+        mean_q=mean_q,
+        var_k=var_k,
+        rho=rho,
+        scale=scale,
+        seed=seed,
+        dtype=dtype,
+    )
+    if ok:
+        assert res.shape == (int(num_samples),) and res.dtype == dtype and finite(res)
+
+
+@FUZZ
+@given(samples=tensor_or_junk, z=reals)
+def test_fuzz_variance_estimate(samples, z) -> None:
+    ok, res = attempt(asc.variance_estimate, samples, z=z)
+    if ok:
+        assert finite(tuple(res)) and res.variance >= 0 and res.low <= res.high

@@ -4,12 +4,30 @@ from __future__ import annotations
 
 import copy
 import math
+from fractions import Fraction
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from bad_input import (
+    FUZZ,
+    INF,
+    attempt,
+    elements,
+    finite,
+    float_dtypes,
+    junk,
+    small_sizes,
+    strategy_junk,
+    tensor_or_junk,
+    tensors,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch.func import functional_call, stack_module_state, vmap
 
+import attnscale as asc
 from attnscale import (
     SCALING_STRATEGIES,
     CosineScale,
@@ -484,3 +502,279 @@ def test_project_qk_reproduces_module_logits() -> None:
     torch.testing.assert_close(res.logits, _logits(mha, x))
     with pytest.raises(ValueError, match="key"):
         mha.project_qk(x, torch.randn(2, 5, 3, dtype=torch.float64))
+
+
+# -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
+
+
+@pytest.mark.parametrize("name", asc.SCALING_STRATEGIES)
+def test_strategies_with_huge_sizes(name: str) -> None:
+    for d_k, heads in ((10**30, 1), (10**400, 1)):
+        try:
+            strat = asc.make_strategy(name, d_k, heads)
+        except ValueError as err:  # the strategies with (d_k,) parameters cannot allocate them
+            assert "d_k" in str(err)
+            continue
+        scale = strat.effective_scale().detach()
+        assert finite(scale)
+        # d_k is a power of 100, so isqrt is exact; Fraction -> float rounds correctly (0.0 for
+        # 1/10**400).
+        expected = {"none": 1.0, "folded_init": 1.0, "cosine": 10.0}
+        expected["inverse_d"] = float(Fraction(1, d_k))
+        inv_sqrt = float(Fraction(1, math.isqrt(d_k)))
+        # Below the dtype's smallest normal number a relative tolerance means nothing.
+        tol = {"rel": 1e-5, "abs": torch.finfo(scale.dtype).tiny}
+        assert float(scale) == pytest.approx(expected.get(name, inv_sqrt), **tol)
+    # a per-head tensor of 2**64 entries cannot exist
+    with pytest.raises(ValueError, match="num_heads"):
+        asc.make_strategy(name, 4, 2**64)
+
+
+def _modules():
+    return [
+        ("query", asc.MultiHeadAttention(8, 2)),
+        ("x", asc.make_model("simple", d_model=8, d_k=4)),
+        ("x", asc.make_model("block", d_model=8, num_heads=2)),
+        ("x", asc.SimpleAttentionModel(8, 4, strategy="qk_layernorm")),
+    ]
+
+
+@pytest.mark.parametrize(
+    "bad, error",
+    [
+        (torch.randn(2, 3, 7), ValueError),
+        (torch.randn(2, 8), ValueError),
+        (torch.randn(1, 2, 3, 8), ValueError),
+        (torch.ones(2, 3, 8, dtype=torch.long), TypeError),
+        (torch.ones(2, 3, 8, dtype=torch.bool), TypeError),
+        (torch.randn(2, 3, 8).tolist(), TypeError),
+        (np.zeros((2, 3, 8), dtype=np.float32), TypeError),
+        (torch.randn(2, 3, 8, dtype=torch.float64), TypeError),
+        (torch.randn(2, 3, 8, dtype=torch.float16), TypeError),
+        (None, TypeError),
+    ],
+)
+def test_module_inputs(bad: object, error: type) -> None:
+    for name, module in _modules():
+        with pytest.raises(error, match=name):
+            module(bad)
+    mha = asc.MultiHeadAttention(8, 2)
+    x = torch.randn(2, 3, 8)
+    if bad is not None:
+        with pytest.raises(error, match="key"):
+            mha(x, bad)
+        with pytest.raises(error, match="value"):
+            mha(x, x, bad)
+
+
+def _qkv_of_shapes(dtype: torch.dtype = torch.float32):
+    gen = torch.Generator().manual_seed(0)
+    q = torch.randn(2, 2, 3, 4, generator=gen, dtype=dtype)
+    k = torch.randn(2, 2, 5, 4, generator=gen, dtype=dtype)
+    v = torch.randn(2, 2, 5, 6, generator=gen, dtype=dtype)
+    return q, k, v
+
+
+@pytest.mark.parametrize(
+    "args, error, name",
+    [
+        (lambda q, k, v: (q, k[..., :3], v), ValueError, "key"),
+        (lambda q, k, v: (q.long(), k, v), TypeError, "query"),
+        (lambda q, k, v: (q.tolist(), k, v), TypeError, "query"),
+        (lambda q, k, v: (q.double(), k, v), TypeError, "key"),
+        (lambda q, k, v: (q, k, v.double()), TypeError, "value"),
+        (lambda q, k, v: (q[0], k, v), ValueError, "query"),
+        (lambda q, k, v: (q, k, v[:, :, :4]), ValueError, "value"),
+        (lambda q, k, v: (q, k[:1], v), ValueError, "key"),
+    ],
+)
+def test_attention_function_inputs(args, error: type, name: str) -> None:
+    with pytest.raises(error, match=name):
+        asc.scaled_dot_product_attention(*args(*_qkv_of_shapes()))
+
+
+_BAD_MASKS = [
+    torch.tensor(True),
+    torch.tensor(0.0),
+    torch.ones(5, dtype=torch.bool),
+    torch.ones(4, 5, dtype=torch.bool),
+    torch.ones(3, 4),
+    torch.ones(3, 2, 3, 5, dtype=torch.bool),
+    torch.ones(1, 1, 1, 3, 5, dtype=torch.bool),
+    torch.ones(3, 5, dtype=torch.long),
+    [[True] * 5] * 3,
+]
+
+
+@pytest.mark.parametrize("mask", _BAD_MASKS, ids=lambda m: str(getattr(m, "shape", "list")))
+@pytest.mark.parametrize("strategy", ["inverse_sqrt", "learnable_temperature"])
+def test_bad_masks_fail_alike_on_both_paths(mask: object, strategy: str) -> None:
+    q, k, v = _qkv_of_shapes()
+    errors = []
+    for kwargs in ({}, {"need_weights": True}, {"need_logits": True}, {"softcap": 30.0}):
+        with pytest.raises((ValueError, TypeError), match="attn_mask") as info:
+            asc.scaled_dot_product_attention(q, k, v, attn_mask=mask, strategy=strategy, **kwargs)
+        errors.append((info.type, str(info.value)))
+    assert len(set(errors)) == 1, errors
+    mha = asc.MultiHeadAttention(8, 2, strategy=strategy)
+    x, y = torch.randn(2, 3, 8), torch.randn(2, 5, 8)
+    module_errors = []
+    for need_weights in (False, True):
+        with pytest.raises((ValueError, TypeError), match="attn_mask") as info:
+            mha(x, y, attn_mask=mask, need_weights=need_weights)
+        module_errors.append((info.type, str(info.value)))
+    assert len(set(module_errors)) == 1, module_errors
+
+
+def _dead_row_masks():
+    bool_mask = torch.ones(3, 5, dtype=torch.bool)
+    bool_mask[1] = False
+    float_mask = torch.zeros(3, 5)
+    float_mask[1] = -INF
+    per_head = torch.ones(2, 2, 3, 5, dtype=torch.bool)
+    per_head[1, 0, 2] = False
+    row1 = (slice(None), slice(None), 1)  # query row 1 of every batch and head
+    return [(bool_mask, row1), (float_mask, row1), (per_head, (1, 0, 2))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("strategy", asc.SCALING_STRATEGIES)
+def test_fully_masked_rows_give_zeros_on_both_paths(strategy: str, dtype: torch.dtype) -> None:
+    q, k, v = _qkv_of_shapes(dtype)
+    for mask, dead in _dead_row_masks():
+        mask = mask if mask.dtype == torch.bool else mask.to(dtype)
+        fused = asc.scaled_dot_product_attention(q, k, v, attn_mask=mask, strategy=strategy)
+        explicit = asc.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, strategy=strategy, need_weights=True
+        )
+        capped = asc.scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, strategy=strategy, softcap=20.0, need_weights=True
+        )
+        for res in (fused, explicit, capped):
+            assert finite(res.output)
+            assert res.output[dead].abs().max().item() == 0.0
+        for res in (explicit, capped):
+            assert finite(res.weights)
+            assert res.weights[dead].abs().max().item() == 0.0
+        tol = 3e-2 if dtype == torch.bfloat16 else 1e-5
+        assert torch.allclose(fused.output, explicit.output, atol=tol, rtol=tol)
+
+
+def test_fully_masked_rows_have_zero_finite_gradients() -> None:
+    q, k, v = (t.requires_grad_() for t in _qkv_of_shapes())
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[1] = False
+    for kwargs in ({}, {"need_weights": True}):
+        out = asc.scaled_dot_product_attention(q, k, v, attn_mask=mask, **kwargs).output
+        grads = torch.autograd.grad(out.sum(), (q, k, v))
+        assert all(finite(g) for g in grads)
+        assert grads[0][:, :, 1].abs().max().item() == 0.0
+
+
+def test_causal_mask_combined_into_dead_rows_and_empty_keys() -> None:
+    q, k, v = _qkv_of_shapes()
+    mask = torch.ones(3, 5, dtype=torch.bool)
+    mask[:, 0] = False  # with is_causal, query 0 sees only key 0: nothing left
+    fused = asc.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=True)
+    explicit = asc.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask, is_causal=True, need_weights=True
+    )
+    assert fused.output[:, :, 0].abs().max().item() == 0.0
+    assert torch.allclose(fused.output, explicit.output, atol=1e-6)
+    empty_k, empty_v = k[:, :, :0], v[:, :, :0]
+    for kwargs in ({}, {"need_weights": True}):
+        res = asc.scaled_dot_product_attention(q, empty_k, empty_v, **kwargs)
+        assert res.output.shape == (2, 2, 3, 6) and res.output.abs().max().item() == 0.0
+
+
+@FUZZ
+@given(logits=tensor_or_junk, cap=st.one_of(st.floats(1e-30, 1e30), junk))
+def test_fuzz_soft_cap(logits, cap) -> None:
+    if isinstance(cap, float) and math.isfinite(cap) and not 1e-30 <= cap <= 1e30:
+        cap = 2.5  # caps beyond float32's range: see test_soft_cap_with_extreme_caps
+    ok, res = attempt(asc.soft_cap, logits, cap)
+    if ok and finite(logits):
+        # |c tanh(x / c)| <= c, up to rounding c to the logits' dtype (half an ulp; bfloat16's
+        # relative spacing is 2^-7, so a fixed 0.1% is not enough)
+        tol = 1 + torch.finfo(res.dtype).eps
+        assert finite(res) and bool((res.double().abs() <= float(cap) * tol).all())
+
+
+@pytest.mark.parametrize("cap", [1e300, 1e39, 1e-300])
+def test_soft_cap_with_extreme_caps(cap: float) -> None:
+    z = torch.tensor([0.0, 1.0, -3.0])
+    expected = (torch.tanh(z.double() / cap) * cap).float()
+    assert torch.equal(asc.soft_cap(z, cap), expected)
+    q = torch.randn(1, 1, 2, 4)
+    assert finite(asc.scaled_dot_product_attention(q, q, q, softcap=cap).output)
+
+
+@FUZZ
+@given(name=strategy_junk, d_k=small_sizes, num_heads=small_sizes)
+def test_fuzz_make_strategy(name, d_k, num_heads) -> None:
+    ok, strat = attempt(asc.make_strategy, name, d_k, num_heads)
+    if ok:
+        assert isinstance(strat, asc.ScoreScaling) and finite(strat)
+        scale = strat.effective_scale().detach()
+        assert scale.shape == (int(num_heads),) and finite(scale)
+
+
+def _tame(*values: object) -> bool:
+    """True if the tensors among ``values`` hold no NaN or +inf and nothing above 50 in size."""
+    for t in values:
+        if isinstance(t, torch.Tensor) and t.is_floating_point():
+            body = t.double().masked_fill(torch.isneginf(t), 0.0)
+            if not bool((body.abs() <= 50).all()):
+                return False
+    return True
+
+
+@st.composite
+def qkv(draw):
+    """Query, key and value of agreeing shapes, one of them sometimes replaced by junk."""
+    b, h, lq, lk, d, dv = (draw(st.integers(0 if i > 1 else 1, 3)) for i in range(6))
+    dtype = draw(float_dtypes)
+    out = []
+    for shape in ((b, h, lq, d), (b, h, lk, d), (b, h, lk, dv)):
+        n = math.prod(shape)
+        values = draw(st.lists(elements, min_size=n, max_size=n))
+        out.append(torch.tensor(values, dtype=torch.float64).reshape(shape).to(dtype))
+    swap = draw(st.integers(0, 5))
+    if swap < 3:
+        out[swap] = draw(st.one_of(tensors(3, 5, 3), junk))
+    return out
+
+
+_SOFTCAPS = st.one_of(
+    st.none(),
+    st.floats(1e-3, 1e3),
+    junk.filter(lambda c: not (isinstance(c, float) and c in (1e300, 1e-300))),
+)
+
+
+@settings(FUZZ, max_examples=60)
+@given(
+    tensors_=qkv(),
+    strategy=strategy_junk,
+    mask=st.one_of(st.none(), tensors(0, 5, 3), junk),
+    is_causal=st.one_of(st.booleans(), junk),
+    softcap=_SOFTCAPS,
+    need_weights=st.booleans(),
+)
+def test_fuzz_attention(tensors_, strategy, mask, is_causal, softcap, need_weights) -> None:
+    q, k, v = tensors_
+    ok, res = attempt(
+        asc.scaled_dot_product_attention,
+        q,
+        k,
+        v,
+        strategy=strategy,
+        attn_mask=mask,
+        is_causal=is_causal,
+        softcap=softcap,
+        need_weights=need_weights,
+    )
+    if ok:
+        assert res.output.shape == (*q.shape[:3], v.shape[-1])
+        if finite((q, k, v)) and _tame(q, k, v, mask):
+            assert finite(tuple(res))

@@ -6,9 +6,21 @@ import math
 
 import pytest
 import torch
+from bad_input import (
+    FLOAT_DTYPES,
+    FUZZ,
+    INF,
+    NAN,
+    attempt,
+    finite,
+    junk,
+    reals,
+    tensor_or_junk,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import attnscale as asc
 from attnscale import (
     gaussian_logit_entropy,
     logit_gradient,
@@ -358,3 +370,107 @@ def test_jacobian_norms_accurate_for_nearly_one_hot_rows(gap: float) -> None:
     assert softmax_jacobian_norm(z, norm="spectral").item() == pytest.approx(expected, rel=1e-5)
     assert softmax_jacobian(z)[0, 0].item() == pytest.approx(e * (1 - e), rel=1e-5)
     assert softmax_stats(z).jacobian_frobenius.item() == pytest.approx(expected, rel=1e-5)
+
+
+# -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324, 1e-45, 1e-8])
+def test_tiny_temperature_gives_the_argmax(dtype: torch.dtype, temperature: float) -> None:
+    z = torch.tensor([[0.5, 1.0, -0.5, 0.25], [2.0, 2.0, -INF, 0.0]], dtype=dtype)
+    p = asc.tempered_softmax(z, temperature)
+    assert p.tolist() == [[0.0, 1.0, 0.0, 0.0], [0.5, 0.5, 0.0, 0.0]]  # ties shared equally
+    assert asc.max_probability(z, temperature=temperature).tolist() == [1.0, 0.5]
+    h = asc.softmax_entropy(z, temperature=temperature)
+    assert h.tolist() == pytest.approx([0.0, math.log(2)], abs=1e-6)
+    assert asc.saturated_fraction(z, temperature=temperature) == 0.5
+    stats = asc.softmax_stats(z, temperature=temperature)
+    assert all(finite(t) for t in stats)
+    assert stats.max_probability.tolist() == [1.0, 0.5]
+    assert stats.jacobian_frobenius[0].item() == 0.0
+
+
+@pytest.mark.parametrize("dtype", FLOAT_DTYPES)
+@pytest.mark.parametrize("temperature", [1e39, 1e300, 1.7e308])
+def test_huge_temperature_gives_uniform(dtype: torch.dtype, temperature: float) -> None:
+    z = torch.tensor([[0.5, 1.0, -0.5, 0.25], [100.0, -100.0, -INF, 0.0]], dtype=dtype)
+    p = asc.tempered_softmax(z, temperature)
+    expected = torch.tensor([[0.25] * 4, [1 / 3, 1 / 3, 0.0, 1 / 3]], dtype=p.dtype)
+    assert torch.allclose(p, expected, rtol=1e-6, atol=0)
+    h = asc.softmax_entropy(z, temperature=temperature)
+    assert h.tolist() == pytest.approx([math.log(4), math.log(3)], rel=1e-6)
+    stats = asc.softmax_stats(z, temperature=temperature)
+    assert all(finite(t) for t in stats)
+    assert stats.normalized_entropy[0].item() == pytest.approx(1.0, rel=1e-6)
+    assert stats.jacobian_frobenius[0].item() == pytest.approx(math.sqrt(3) / 4, rel=1e-6)
+    assert asc.saturated_fraction(z, temperature=temperature) == 0.0
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0, NAN, INF, 10**400, "1", None, True])
+def test_invalid_temperature(temperature: object) -> None:
+    error = TypeError if isinstance(temperature, str | type(None) | bool) else ValueError
+    with pytest.raises(error, match="temperature"):
+        asc.tempered_softmax(torch.zeros(3), temperature)  # type: ignore[arg-type]
+
+
+def _reference_frobenius(row: list[float]) -> float:
+    """||diag(p) - p p^T||_F in float64, diagonal p_i (1 - p_i) with 1 - p_i summed exactly."""
+    p = torch.softmax(torch.tensor(row, dtype=torch.float64), dim=-1)
+    jac = -torch.outer(p, p)
+    for i in range(len(row)):
+        jac[i, i] = p[i] * torch.cat([p[:i], p[i + 1 :]]).sum()
+    return float(torch.linalg.matrix_norm(jac))
+
+
+@pytest.mark.parametrize("dtype, rel", [(torch.float32, 1e-5), (torch.float64, 1e-12)])
+@pytest.mark.parametrize("row", [[0.0, -80.0], [0.0, -80.0, -85.0], [-80.0, 0.0, -100.0, -81.0]])
+def test_jacobian_norm_of_nearly_one_hot_rows(row, dtype, rel) -> None:
+    expected = _reference_frobenius(row)
+    assert expected > 0
+    if len(row) == 2:  # J = p1 p2 [[1, -1], [-1, 1]]
+        p2 = math.exp(-80) / (1 + math.exp(-80))
+        assert expected == pytest.approx(2 * (1 - p2) * p2, rel=1e-14)
+    z = torch.tensor(row, dtype=dtype)
+    got = asc.softmax_jacobian_norm(z).item()
+    assert got != 0 and got == pytest.approx(expected, rel=rel)
+    assert asc.softmax_stats(z).jacobian_frobenius.item() == pytest.approx(expected, rel=rel)
+    jac = asc.softmax_jacobian(z).double()
+    assert float(torch.linalg.matrix_norm(jac)) == pytest.approx(expected, rel=rel)
+
+
+@FUZZ
+@given(
+    logits=tensor_or_junk,
+    temperature=st.one_of(st.floats(1e-300, 1e300), reals),
+    threshold=st.one_of(st.floats(0.01, 0.99), reals),
+    norm=st.one_of(st.sampled_from(["frobenius", "spectral"]), junk),
+    normalized=st.booleans(),
+)
+def test_fuzz_softmax(logits, temperature, threshold, norm, normalized) -> None:
+    ok, p = attempt(asc.tempered_softmax, logits, temperature)
+    if ok:
+        assert finite(p) and bool(((p >= 0) & (p <= 1)).all())
+        if p.numel():
+            assert torch.allclose(p.double().sum(-1), torch.ones(()).double(), atol=1e-2)
+    ok, h = attempt(asc.softmax_entropy, logits, normalized=normalized, temperature=temperature)
+    if ok:
+        assert finite(h) and bool((h >= 0).all())
+    ok, m = attempt(asc.max_probability, logits, temperature=temperature)
+    if ok:
+        assert finite(m) and bool(((m > 0) & (m <= 1)).all())
+    ok, frac = attempt(asc.saturated_fraction, logits, threshold=threshold, temperature=temperature)
+    if ok:
+        assert 0 <= frac <= 1
+    for fn, kwargs in (
+        (asc.softmax_jacobian, {}),
+        (asc.softmax_jacobian_norm, {"norm": norm}),
+        (asc.softmax_stats, {"temperature": temperature}),
+    ):
+        ok, res = attempt(fn, logits, **kwargs)
+        if ok:
+            assert finite(res)
+    grad = logits if isinstance(logits, torch.Tensor) else torch.ones(3)
+    ok, res = attempt(asc.logit_gradient, logits, grad)
+    if ok:
+        assert finite(res)

@@ -1,7 +1,20 @@
 import math
+from fractions import Fraction
 
 import pytest
 import torch
+from bad_input import (
+    FUZZ,
+    attempt,
+    finite,
+    junk,
+    reals,
+    rhos,
+    sizes,
+    variances,
+)
+from hypothesis import given
+from hypothesis import strategies as st
 
 import attnscale as asc
 
@@ -132,3 +145,78 @@ def test_logit_resolution_bad_input() -> None:
         asc.logit_resolution(1e5, torch.float16)
     with pytest.raises(TypeError, match="logit must be a real number"):
         asc.logit_resolution("1", torch.float32)
+
+
+# -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
+
+
+def test_theory_takes_d_k_beyond_float_range() -> None:
+    assert asc.scaled_dot_product_moments(10**400) == (0.0, 1.0)
+    # sqrt(10**400) * (mu_q mu_k) = 1e200; variance mu_q^2 + mu_k^2 + 1 = 3.
+    assert asc.scaled_dot_product_moments(10**400, mean_q=1.0, mean_k=1.0) == (1e200, 3.0)
+    assert asc.unit_variance_scale(10**400) == 1e-200
+    assert asc.dot_product_moments(10**300) == (0.0, 1e300)
+    assert asc.init_projection_variance("xavier_uniform", 10**400, 10**400) == 1.0
+    assert asc.init_projection_variance("xavier_normal", 3 * 10**400, 10**400) == 1.5
+    assert asc.gaussian_logit_entropy(10**400, 1.0) == pytest.approx(400 * math.log(10) - 0.5)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda: asc.dot_product_moments(10**400),
+        lambda: asc.scaled_dot_product_moments(10**400, scale=1.0),
+        lambda: asc.unit_variance_scale(10**400, var_q=0.0, mean_k=0.0, mean_q=1e200),
+    ],
+)
+def test_theory_refuses_answers_beyond_float_range(call) -> None:
+    with pytest.raises(ValueError, match=r"beyond float range.*d_k"):
+        call()
+
+
+def test_moments_with_a_mean_of_1e200() -> None:
+    m = asc.dot_product_moments(4, mean_q=1e200, mean_k=1e-200, var_q=1e-300, var_k=1e-300)
+    exact_mean = 4 * Fraction(1e200) * Fraction(1e-200)
+    assert m.mean == pytest.approx(float(exact_mean), rel=1e-15)
+    assert m.variance == pytest.approx(4e100, rel=1e-15)
+    s = asc.scaled_dot_product_moments(
+        4, mean_q=1e200, mean_k=1e100, var_q=0, var_k=0, scale=1e-300
+    )
+    assert s == pytest.approx((4.0, 0.0), rel=1e-14)
+    # Var[s] = mu_q^2 var_k = 1e400, beyond float range; its inverse square root is not.
+    assert asc.unit_variance_scale(1, mean_q=1e200) == pytest.approx(1e-200, rel=1e-15)
+    with pytest.raises(ValueError, match=r"variance.*mean_q"):
+        asc.dot_product_moments(1, mean_q=1e200)
+    scores = asc.sample_scores(
+        4, 3, mean_q=1e200, mean_k=1.0, var_q=0, var_k=0, dtype=torch.float64
+    )
+    assert scores.tolist() == [4e200] * 3
+    with pytest.raises(ValueError, match="float64"):
+        asc.sample_scores(4, 3, mean_q=1e200, mean_k=1.0, var_q=0, var_k=0)
+
+
+@FUZZ
+@given(d_k=sizes, mean_q=reals, mean_k=reals, var_q=variances, var_k=variances, rho=rhos)
+def test_fuzz_theory(d_k, mean_q, mean_k, var_q, var_k, rho) -> None:
+    kw = {"mean_q": mean_q, "mean_k": mean_k, "var_q": var_q, "var_k": var_k, "rho": rho}
+    for fn in (asc.dot_product_moments, asc.scaled_dot_product_moments):
+        ok, res = attempt(fn, d_k, **kw)
+        if ok:
+            assert isinstance(res, asc.Moments) and finite(tuple(res)) and res.variance >= 0
+    ok, res = attempt(asc.unit_variance_scale, d_k, **kw)
+    if ok:
+        assert math.isfinite(res) and res > 0
+
+
+@FUZZ
+@given(d_k=sizes, scale=reals, init=st.one_of(st.sampled_from(["lecun", "xavier_normal"]), junk))
+def test_fuzz_theory_scale_and_init(d_k, scale, init) -> None:
+    ok, res = attempt(asc.scaled_dot_product_moments, d_k, scale=scale)
+    if ok:
+        assert finite(tuple(res)) and res.variance >= 0
+    ok, res = attempt(asc.init_projection_variance, init, d_k, d_k)
+    if ok:
+        assert math.isfinite(res) and res > 0
+    ok, res = attempt(asc.gaussian_logit_entropy, d_k, scale)
+    if ok:
+        assert 0 <= res <= math.log(int(d_k)) + 1e-12

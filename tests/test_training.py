@@ -5,12 +5,23 @@ from __future__ import annotations
 import dataclasses
 import inspect
 import math
+import warnings
 
 import numpy as np
 import pytest
 import torch
+from bad_input import (
+    NAN,
+    TINY_TRAIN,
+    attempt,
+    finite,
+    junk,
+)
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from torch import nn
 
+import attnscale as asc
 from attnscale import (
     METRICS,
     SCALING_STRATEGIES,
@@ -485,3 +496,99 @@ def test_removing_the_scale_acts_as_a_sqrt_dk_larger_learning_rate(steps: int) -
         if steps == 1:
             assert fast == pytest.approx(math.sqrt(d_k), rel=0.1)
         assert fast > 5 * slow
+
+
+# -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
+
+
+@pytest.mark.parametrize(
+    "lrs", [torch.tensor([1e-3, 1e-2]), np.array([1e-3, 1e-2]), np.array([1e-3, 1e-2], "f4")]
+)
+def test_learning_rates_as_a_tensor_or_array_train_like_the_list(lrs: object) -> None:
+    res = asc.train("mean", lrs=lrs, **TINY_TRAIN)
+    ref = asc.train("mean", lrs=[1e-3, 1e-2], **TINY_TRAIN)
+    assert torch.equal(res.loss, ref.loss)
+    assert torch.equal(res.test_loss, ref.test_loss)
+    assert res.lrs == pytest.approx(ref.lrs, rel=1e-7)
+
+
+@pytest.mark.parametrize(
+    "lrs",
+    [
+        torch.tensor([1e-3, 1e-2]),
+        np.array([1e-3, 1e-2], "f4"),
+        [np.float32(1e-3), np.float16(1e-2)],
+    ],
+)
+def test_float32_learning_rates_are_recorded_as_given(lrs: object) -> None:
+    res = asc.train("mean", lrs=lrs, **TINY_TRAIN)
+    assert res.lrs == (1e-3, 1e-2)
+    assert res.select(lr=1e-3) == [0]
+
+
+@pytest.mark.parametrize("index", [1.5, 1.0, True, "0", None, torch.tensor(0)])
+def test_state_dict_index_must_be_an_integer(small_result, index: object) -> None:
+    with pytest.raises(TypeError, match="index"):
+        small_result.state_dict(index)
+
+
+@pytest.mark.parametrize("index", [2, -1, 2**64, 10**400])
+def test_state_dict_index_must_be_in_range(small_result, index: int) -> None:
+    with pytest.raises(ValueError, match="index"):
+        small_result.state_dict(index)
+
+
+def test_state_dict_takes_numpy_integers(small_result) -> None:
+    a, b = small_result.state_dict(np.int64(1)), small_result.state_dict(1)
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+
+@pytest.mark.parametrize("name", ["nope", "", 3, None, "test_loss"])
+def test_metric_name_must_be_known(small_result, name: object) -> None:
+    with pytest.raises(ValueError, match="name"):
+        small_result.metric(name)  # type: ignore[arg-type]
+    if name != "test_loss":
+        with pytest.raises(ValueError, match="name"):
+            small_result.by_variant(name)  # type: ignore[arg-type]
+
+
+def test_select_needs_a_finite_lr(small_result) -> None:
+    with pytest.raises(TypeError, match="lr"):
+        small_result.select(lr="1e-3")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="lr"):
+        small_result.select(lr=NAN)
+
+
+@pytest.mark.parametrize("model", asc.MODELS)
+@pytest.mark.parametrize("task", asc.TASKS)
+def test_one_token_sequences_train_cleanly(model: str, task: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = asc.train(
+            task,
+            model=model,
+            num_heads=2 if model == "block" else 1,
+            strategies=list(asc.SCALING_STRATEGIES),
+            seq_len=1,
+            **TINY_TRAIN,
+        )
+    for name in asc.METRICS:
+        assert finite(res.metric(name)), name
+    assert finite(res.final_train_loss) and finite(res.test_loss)
+    assert res.metric("normalized_entropy").abs().max().item() == 0.0
+    assert res.metric("logit_std").abs().max().item() == 0.0
+    assert res.metric("max_probability").min().item() == pytest.approx(1.0)
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    seeds_=st.one_of(st.integers(0, 2**64 - 1), junk),
+    lrs=st.one_of(st.floats(1e-4, 1e-1), junk),
+    seq_len=st.one_of(st.integers(1, 3), junk),
+    batch_size=st.one_of(st.integers(1, 8), junk),
+)
+def test_fuzz_train(seeds_, lrs, seq_len, batch_size) -> None:
+    kw = {**TINY_TRAIN, "epochs": 1, "seq_len": seq_len, "batch_size": batch_size}
+    ok, res = attempt(asc.train, "mean", seeds=seeds_, lrs=lrs, **kw)
+    if ok and max(res.lrs) <= 10:  # a learning rate of 1e300 may diverge, honestly
+        assert all(finite(res.metric(name)) for name in asc.METRICS)
