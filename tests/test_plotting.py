@@ -12,10 +12,7 @@ import matplotlib
 import numpy as np
 import pytest
 import torch
-from bad_input import (
-    INF,
-    NAN,
-)
+from bad_input import INF, NAN, TINY_TRAIN
 
 import attnscale as asc
 
@@ -323,8 +320,8 @@ def test_seed_bands_leave_non_finite_points_out(band: str) -> None:
         asc.plot_seed_bands(curves, band="iqr")
 
 
-def test_training_metric_plot_needs_a_result(small_result) -> None:
+def test_training_metric_plot_needs_a_result() -> None:
     with pytest.raises(TypeError, match="result"):
         asc.plot_training_metric({"loss": [1.0]}, "loss")
     with pytest.raises(ValueError, match="name"):
-        asc.plot_training_metric(small_result, "nope")
+        asc.plot_training_metric(asc.train("mean", **TINY_TRAIN), "nope")

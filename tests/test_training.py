@@ -526,6 +526,11 @@ def test_float32_learning_rates_are_recorded_as_given(lrs: object) -> None:
     assert res.select(lr=1e-3) == [0]
 
 
+@pytest.fixture(scope="module")
+def small_result() -> asc.TrainingResult:
+    return asc.train("mean", strategies=["none", "cosine"], **TINY_TRAIN)
+
+
 @pytest.mark.parametrize("index", [1.5, 1.0, True, "0", None, torch.tensor(0)])
 def test_state_dict_index_must_be_an_integer(small_result, index: object) -> None:
     with pytest.raises(TypeError, match="index"):
