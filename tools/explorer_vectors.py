@@ -9,6 +9,7 @@ functions on the same inputs and compares within 1e-6.
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import sys
@@ -44,7 +45,7 @@ def vectors() -> dict[str, Any]:
         rows.append(
             {
                 "logits": z.tolist(),
-                "softmax": torch.softmax(z, -1).tolist(),
+                "softmax": attnscale.tempered_softmax(z).tolist(),
                 "entropy": float(attnscale.softmax_entropy(z)),
                 "normalized_entropy": float(attnscale.softmax_entropy(z, normalized=True)),
                 "max_probability": float(attnscale.max_probability(z)),
@@ -57,23 +58,22 @@ def vectors() -> dict[str, Any]:
         batch = sigma * torch.randn(64, 32, generator=gen, dtype=torch.float64)
         saturated.append({"rows": batch.tolist(), "fraction": attnscale.saturated_fraction(batch)})
     spreads = []
-    for d_k in (16, 64, 1024, 4096):
-        for variance in (0.25, 1.0, 4.0):
-            for scaled in (True, False):
-                for temperature in (0.25, 1.0, 4.0):
-                    scale = (1 / math.sqrt(d_k) if scaled else 1.0) / temperature
-                    moments = attnscale.scaled_dot_product_moments(
-                        d_k, scale=scale, var_q=variance, var_k=variance
-                    )
-                    spreads.append(
-                        {
-                            "d_k": d_k,
-                            "variance": variance,
-                            "scaled": scaled,
-                            "temperature": temperature,
-                            "std": math.sqrt(moments.variance),
-                        }
-                    )
+    for d_k, variance, scaled, temperature in itertools.product(
+        (16, 64, 1024, 4096), (0.25, 1.0, 4.0), (True, False), (0.25, 1.0, 4.0)
+    ):
+        scale = (1 / math.sqrt(d_k) if scaled else 1.0) / temperature
+        moments = attnscale.scaled_dot_product_moments(
+            d_k, scale=scale, var_q=variance, var_k=variance
+        )
+        spreads.append(
+            {
+                "d_k": d_k,
+                "variance": variance,
+                "scaled": scaled,
+                "temperature": temperature,
+                "std": math.sqrt(moments.variance),
+            }
+        )
     return {
         "attnscale": attnscale.__version__,
         "rows": rows,

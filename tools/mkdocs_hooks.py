@@ -177,9 +177,13 @@ def on_page_content(html: str, page: Any, config: Any, **_: Any) -> str:
             raise ValueError(
                 f"{page.file.src_uri}: no heading #{before} to put the explorer before"
             )
-        html = html[:at] + explorer_widget(kind, lang, more=root + "explorer/") + "\n" + html[at:]
+        html = html[:at] + explorer_widget(kind, more=root + "explorer/") + "\n" + html[at:]
     if 'class="attnscale-explorer"' not in html:
         return html
+    # what a reader without JavaScript sees, in each empty explorer element
+    html = re.sub(
+        r'(<div class="attnscale-explorer"[^>]*>)(</div>)', rf"\1<p>{_NO_SCRIPT[lang]}</p>\2", html
+    )
     assets = root + "../" * PREFIX[lang].count("/") + "assets/"
     return (
         f'{html}\n<link rel="stylesheet" href="{assets}vendor/uplot/uPlot.min.css">\n'
@@ -188,13 +192,10 @@ def on_page_content(html: str, page: Any, config: Any, **_: Any) -> str:
     )
 
 
-def explorer_widget(kind: str, lang: str, more: str = "") -> str:
+def explorer_widget(kind: str, more: str = "") -> str:
     """The element explorer.js fills in: ``kind`` is full, variance or temperature."""
     link = f' data-more="{more}"' if more else ""
-    return (
-        f'<div class="attnscale-explorer" data-kind="{kind}"{link} data-search-exclude>'
-        f"<p>{_NO_SCRIPT[lang]}</p></div>"
-    )
+    return f'<div class="attnscale-explorer" data-kind="{kind}"{link} data-search-exclude></div>'
 
 
 def on_page_context(context: dict[str, Any], page: Any, config: Any, **_: Any) -> dict[str, Any]:

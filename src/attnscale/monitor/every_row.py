@@ -204,7 +204,7 @@ def _qk_whole_rows(
         folded = _fold(x.mul_(c), bias, x.dtype, own=True)
         if folded is None:
             return None
-        n = torch.as_tensor(visible, dtype=x.dtype).broadcast_to(folded[0].shape)
+        n = torch.as_tensor(visible, dtype=x.dtype, device=x.device).broadcast_to(folded[0].shape)
         parts.append((*folded, n, raw.broadcast_to(folded[0].shape)))
     m, s, t, low, first, n, raw = (torch.cat(f, -1) for f in zip(*parts, strict=True))
     return _Rows(m, s, t, low, n, first), raw
