@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from attnscale._docs import stored
 
@@ -81,6 +82,10 @@ def test_run_then_load_and_verify(toy):
     _, root = toy
     folder = stored.run("toy", root=root, log=lambda _: None)
     assert sorted(p.name for p in folder.iterdir()) == ["provenance.json", "walk.npz"]
+    assert list(json.loads((folder / "provenance.json").read_text())["fingerprint"]["arrays"]) == [
+        "walk/walk",
+        "walk/seeds",
+    ]
     full = stored.load("toy", root=root)
     assert full.parts["walk"]["walk"].shape == (3, 50)
     checks = stored.verify(full, stored.rerun("toy"))
@@ -105,9 +110,63 @@ def test_a_code_change_makes_the_stored_run_stale(toy):
     source.write_text(source.read_text().replace(".cumsum(0)", ".cumsum(0) * 2"))
     importlib.reload(importlib.import_module("toy_studies.toy"))
     with pytest.raises(
-        stored.StaleResults, match=r"'toy'.*code changed.*nox -s experiments -- toy"
+        stored.StaleResults,
+        match=r"'toy'.*code changed.*behaviour changed.*'walk/walk'.*nox -s experiments -- toy",
     ):
         stored.load("toy", root=root)
+
+
+def test_a_refactor_that_reproduces_the_fingerprint_keeps_the_run(toy):
+    source, root = toy
+    stored.run("toy", root=root, log=lambda _: None)
+    assert json.loads((root / "toy" / "provenance.json").read_text())["fingerprint"]["threads"] == 1
+    # The same numbers from other code: a new code hash, the same fingerprint.
+    source.write_text(
+        source.read_text()
+        .replace("def run_part(part, budget, device):", "def _walk(budget):")
+        .replace(
+            '    return {"walk"',
+            "    return walks\n\n\ndef run_part(part, budget, device):\n"
+            '    walks = _walk(budget)\n    return {"walk"',
+        )
+    )
+    importlib.reload(importlib.import_module("toy_studies.toy"))
+    kept = json.loads((root / "toy" / "provenance.json").read_text())["code_hash"]
+    assert stored.code_hash(stored.experiment("toy")) != kept
+    full = stored.load("toy", root=root)
+    assert "reproduces the run's fingerprint bit for bit" in full.summary()
+    assert [c.ok for c in stored.verify(full, stored.rerun("toy"))] == [True]
+    # Without a fingerprint, a new code hash is a stale run.
+    prov = json.loads((root / "toy" / "provenance.json").read_text())
+    del prov["fingerprint"]
+    (root / "toy" / "provenance.json").write_text(json.dumps(prov))
+    with pytest.raises(stored.StaleResults, match="no fingerprint"):
+        stored.load("toy", root=root)
+
+
+def test_the_fingerprint_is_one_thread_and_bitwise(toy, monkeypatch):
+    """A change in the last bit of one array is a change of behaviour; the thread count the
+    caller set is restored."""
+    source, root = toy
+    stored.run("toy", root=root, log=lambda _: None)
+    threads = torch.get_num_threads()
+    seen = []
+    module = importlib.import_module("toy_studies.toy")
+    real = module.EXPERIMENT.run_part
+
+    def nudged(part, budget, device):
+        seen.append(torch.get_num_threads())
+        out = real(part, budget, device)
+        out["walk"][0, -1] = np.nextafter(out["walk"][0, -1], np.inf)
+        return out
+
+    monkeypatch.setattr(
+        module, "EXPERIMENT", dataclasses.replace(module.EXPERIMENT, run_part=nudged)
+    )
+    monkeypatch.setattr(stored, "code_hash", lambda exp: "0" * 64)
+    with pytest.raises(stored.StaleResults, match=r"1 array\(s\), first 'walk/walk'"):
+        stored.load("toy", root=root)
+    assert seen == [1] and torch.get_num_threads() == threads
 
 
 def test_a_change_to_the_checks_keeps_the_stored_run_current(toy):
@@ -125,19 +184,23 @@ def test_a_change_to_the_checks_keeps_the_stored_run_current(toy):
     # A helper of the producing code keeps its place in the hash, whatever calls it.
     source.write_text(source.read_text().replace("def parts(budget):", "def parts(budget, *_):"))
     importlib.reload(importlib.import_module("toy_studies.toy"))
-    with pytest.raises(stored.StaleResults, match="code changed"):
-        stored.load("toy", root=root)
+    assert (
+        stored.code_hash(stored.experiment("toy"))
+        != stored.load("toy", root=root).provenance["code_hash"]
+    )
 
 
-def test_a_change_in_a_used_library_module_makes_it_stale(toy, monkeypatch):
+def test_a_change_in_a_used_library_module_changes_the_hash(toy, monkeypatch):
     _, root = toy
     stored.run("toy", root=root, log=lambda _: None)
+    before = stored.code_hash(stored.experiment("toy"))
     real = stored._code
     monkeypatch.setattr(
         stored, "_code", lambda m: real(m) + ("changed" if m.__name__ == "attnscale.theory" else "")
     )
-    with pytest.raises(stored.StaleResults, match="code changed"):
-        stored.load("toy", root=root)
+    assert stored.code_hash(stored.experiment("toy")) != before
+    # the toy's numbers do not depend on theory: its fingerprint keeps the run current
+    assert stored.load("toy", root=root).code_hash_now
 
 
 def test_a_wrong_stored_number_fails_the_agreement(toy):
@@ -209,8 +272,12 @@ def test_stored_provenance_is_present_and_true(name):
     commits = subprocess.run(
         ["git", "rev-list", "--all"], cwd=ROOT, capture_output=True, text=True, check=False
     ).stdout.split()
+    made_by = full.provenance["code_hash"]
+    assert made_by == stored.code_hash(exp) or full.code_hash_now == stored.code_hash(exp)
+    assert full.provenance["fingerprint"]["code_hash"] == made_by
+    assert full.provenance["fingerprint"]["threads"] == 1
     for part, record in full.provenance["parts"].items():
-        assert record["code_hash"] == stored.code_hash(exp), part
+        assert record["code_hash"] == made_by, part
         if commits:  # a git checkout, not an installed wheel
             assert record["commit"] in commits, part
         assert record["torch"].split("+")[0].count(".") == 2

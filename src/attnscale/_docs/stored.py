@@ -11,9 +11,8 @@ experiment is an [Experiment][] defined in a module of ``attnscale._docs.studies
   versions, the device and thread count, the budget (seeds included), the wall time and the
   date. A run that stops part-way resumes at the first missing part.
 - A guide page calls [load][] for the stored full run: it fails when the experiment's code
-  changed since the run (a different code hash), naming the experiment and the command that
-  refreshes it. The page draws its decisive figures from the stored arrays and prints the
-  provenance.
+  changed since the run, naming the experiment and the command that refreshes it. The page
+  draws its decisive figures from the stored arrays and prints the provenance.
 - The page then reruns the experiment at its reduced budget, live, and [verify][] compares the
   two with the experiment's own checks (numbers within stated bounds, and the direction of
   every verdict); a failed check raises, so the build fails.
@@ -21,7 +20,16 @@ experiment is an [Experiment][] defined in a module of ``attnscale._docs.studies
 The code hash covers the experiment's module and the library modules it declares in ``uses``,
 after removing docstrings, comments (``ast``) and the code that only checks a run (the
 ``REDUCED`` budget and the ``agree`` functions), so an edit to prose or to a check does not
-invalidate hours of computation, and an edit to the code that produced the numbers does.
+invalidate hours of computation.
+
+An edit to the code that only moves or renames it (a refactor) changes the hash but not a
+single number. So each full run also stores a *fingerprint* in its provenance: a SHA-256 of
+every array of every part at the reduced budget, run on the CPU with one thread, where the
+result is the same bit for bit from run to run (with two threads, reductions split
+differently and the last bits move).
+Where the code hash differs, [load][] reruns the fingerprint (seconds) and accepts the stored
+run only if today's code reproduces it exactly; any change of behaviour, down to one bit of
+one array, makes the run stale.
 """
 
 from __future__ import annotations
@@ -63,9 +71,11 @@ __all__ = [
     "close",
     "code_hash",
     "experiment",
+    "fingerprint",
     "load",
     "rerun",
     "same_direction",
+    "store_fingerprint",
     "verify",
 ]
 
@@ -141,6 +151,7 @@ class Stored:
     name: str
     parts: dict[str, Arrays]
     provenance: dict[str, Any]
+    code_hash_now: str = ""  # today's code hash, where it differs from the stored run's
 
     @property
     def budget(self) -> dict[str, Any]:
@@ -167,6 +178,11 @@ class Stored:
         ]
         if seeds is not None:
             lines.append(f"  seeds {seeds}")
+        if self.code_hash_now:
+            lines.append(
+                f"  code changed since (hash now {self.code_hash_now[:12]}); it reproduces the "
+                "run's fingerprint bit for bit"
+            )
         lines.append(f"  refresh with: {COMMAND.format(name=self.name)}")
         return "\n".join(lines)
 
@@ -264,19 +280,106 @@ def load(name: str, *, root: Path | None = None) -> Stored:
             f"experiment {name!r}: no complete full run is stored ({done} of {len(expected)} "
             f"parts); run it with `{exp.command}` (about {exp.hours:g} h on 2 CPU cores)"
         )
-    now = code_hash(exp)
-    if prov["code_hash"] != now or dict(prov["budget"]) != _jsonable(exp.full):
-        what = "code" if prov["code_hash"] != now else "full budget"
+    refresh = f"refresh it with `{exp.command}` (about {exp.hours:g} h on 2 CPU cores)"
+    if dict(prov["budget"]) != _jsonable(exp.full):
         raise StaleResults(
-            f"experiment {name!r}: its {what} changed since the stored full run (stored code "
-            f"hash {prov['code_hash'][:12]}, now {now[:12]}); refresh it with `{exp.command}` "
-            f"(about {exp.hours:g} h on 2 CPU cores)"
+            f"experiment {name!r}: its full budget changed since the stored full run; {refresh}"
         )
-    parts = {}
-    for part in expected:
+    now = code_hash(exp)
+    if prov["code_hash"] != now:
+        why = _not_reproduced(exp, folder, prov, now)
+        if why:
+            raise StaleResults(
+                f"experiment {name!r}: its code changed since the stored full run (stored code "
+                f"hash {prov['code_hash'][:12]}, now {now[:12]}) and {why}; {refresh}"
+            )
+    return Stored(name, _arrays(folder, expected), prov, "" if prov["code_hash"] == now else now)
+
+
+def _arrays(folder: Path, parts: Sequence[str]) -> dict[str, Arrays]:
+    out = {}
+    for part in parts:
         with np.load(folder / f"{part}.npz") as data:
-            parts[part] = {k: data[k] for k in data.files}
-    return Stored(name, parts, prov)
+            out[part] = {k: data[k] for k in data.files}
+    return out
+
+
+def fingerprint(exp: Experiment, budget: Budget) -> dict[str, str]:
+    """Every part of ``exp`` at ``budget``, on the CPU with one thread: per ``part/array``, a
+    SHA-256 of its dtype, shape and bytes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        out = {}
+        for part in exp.parts(budget):
+            for key, value in exp.run_part(part, budget, "cpu").items():
+                a = np.ascontiguousarray(value)
+                h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + a.tobytes())
+                out[f"{part}/{key}"] = h.hexdigest()
+        return out
+    finally:
+        torch.set_num_threads(threads)
+
+
+# (experiment, results folder, code hash) -> why today's code does not reproduce the stored
+# fingerprint ("" where it does): one rerun per process, however many pages load the run
+_REPRODUCED: dict[tuple[str, Path, str], str] = {}
+
+
+def _not_reproduced(exp: Experiment, folder: Path, prov: dict[str, Any], now: str) -> str:
+    """Why the stored run cannot stand for today's code ("" when it can)."""
+    stored_print = prov.get("fingerprint")
+    if not stored_print or stored_print.get("code_hash") != prov["code_hash"]:
+        return "no fingerprint of its behaviour is stored"
+    key = (exp.name, folder, now)
+    if key not in _REPRODUCED:
+        kept = stored_print["arrays"]
+        live = fingerprint(exp, stored_print["budget"])
+        differ = sorted(k for k in kept.keys() | live.keys() if kept.get(k) != live.get(k))
+        _REPRODUCED[key] = (
+            f"its behaviour changed: today's code does not reproduce the stored fingerprint "
+            f"(the reduced budget on one CPU thread) in {len(differ)} array(s), first "
+            f"{differ[0]!r}"
+            if differ
+            else ""
+        )
+    return _REPRODUCED[key]
+
+
+def store_fingerprint(name: str, *, root: Path | None = None) -> int:
+    """Store the fingerprint of a stored full run made by today's code (same code hash) in
+    its provenance; return the number of arrays it covers.
+
+    Raises
+    ------
+    StaleResults
+        If no full run is stored, or it was made by other code.
+    """
+    exp = experiment(name)
+    folder = _folder(name, root)
+    prov = _read_provenance(folder)
+    now = code_hash(exp)
+    if not prov or prov.get("code_hash") != now:
+        raise StaleResults(
+            f"experiment {name!r}: a fingerprint records the behaviour of the code that made "
+            f"the stored full run, and the stored run is missing or was made by other code; "
+            f"run it with `{exp.command}`"
+        )
+    budget = _jsonable(exp.reduced)
+    start = time.perf_counter()
+    arrays = fingerprint(exp, budget)
+    with _locked(folder):
+        prov = _read_provenance(folder)
+        record = provenance(exp, "cpu", time.perf_counter() - start)
+        prov["fingerprint"] = {"budget": budget, **record, "threads": 1, "arrays": arrays}
+        _write_provenance(folder, prov)
+    return len(arrays)
+
+
+def _write_provenance(folder: Path, prov: dict[str, Any]) -> None:
+    tmp = folder / ".provenance.tmp.json"
+    tmp.write_text(json.dumps(prov, indent=1) + "\n")
+    tmp.replace(folder / "provenance.json")
 
 
 def rerun(name: str, *, device: str = "cpu") -> dict[str, Arrays]:
@@ -428,15 +531,17 @@ def run(
         with _locked(folder):  # re-read: another process may have stored a part meanwhile
             prov = current()
             prov["parts"][part] = provenance(exp, device, seconds)
-            tmp_json = folder / ".provenance.tmp.json"
-            tmp_json.write_text(json.dumps(prov, indent=1) + "\n")
-            tmp_json.replace(folder / "provenance.json")
+            _write_provenance(folder, prov)
         log(f"{name}: part {part} stored ({seconds:.0f} s)")
+    prov = current()
     if parts is None:  # a whole run: drop arrays that no current part owns
-        owned = current()["parts"]
         for stale in folder.glob("*.npz"):
-            if stale.stem not in owned:
+            if stale.stem not in prov["parts"]:
                 stale.unlink()
+    complete = all(p in prov["parts"] for p in every)
+    if complete and prov.get("fingerprint", {}).get("code_hash") != now:
+        store_fingerprint(name, root=root)
+        log(f"{name}: fingerprint stored")
     return folder
 
 
@@ -465,7 +570,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--parts", nargs="+", default=None, help="only these parts (of one experiment)"
     )
     sub.add_parser("status", help="list the experiments and the state of their stored runs")
+    print_p = sub.add_parser(
+        "fingerprint", help="store the fingerprint of stored runs made by today's code"
+    )
+    print_p.add_argument("names", nargs="+", help="experiments")
     args = parser.parse_args(argv)
+    if args.command == "fingerprint":
+        for name in args.names:
+            print(f"{name}: fingerprint of {store_fingerprint(name)} arrays stored")
+        return 0
     if args.command == "status":
         for name in names():
             try:
