@@ -147,7 +147,7 @@ def test_a_refactor_that_reproduces_the_fingerprint_keeps_the_run(toy):
 def test_the_fingerprint_is_one_thread_and_bitwise(toy, monkeypatch):
     """A change in the last bit of one array is a change of behaviour; the thread count the
     caller set is restored."""
-    source, root = toy
+    _, root = toy
     stored.run("toy", root=root, log=lambda _: None)
     threads = torch.get_num_threads()
     seen = []

@@ -449,11 +449,13 @@ def _jsonable(value: Any) -> Any:
     return result
 
 
+ROOT = Path(__file__).parents[3]  # the checkout, where this is one
+
+
 def _git(*args: str) -> str:
-    root = Path(__file__).parents[3]
     try:
         out = subprocess.run(
-            ["git", *args], cwd=root, capture_output=True, text=True, check=True, timeout=30
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
         )
     except (OSError, subprocess.SubprocessError):
         return ""
@@ -478,7 +480,8 @@ def provenance(exp: Experiment, device: str, seconds: float) -> dict[str, Any]:
     """The record stored with one part of a full run."""
     return {
         "commit": _git("rev-parse", "HEAD") or "unknown",
-        "dirty": bool(_git("status", "--porcelain", "--", "src")),
+        # uncommitted changes to the code; the results stored so far are not code
+        "dirty": bool(_git("status", "--porcelain", "--", "src", f":!{RESULTS.relative_to(ROOT)}")),
         "code_hash": code_hash(exp),
         "torch": torch.__version__,
         "python": platform.python_version(),
