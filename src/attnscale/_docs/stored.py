@@ -476,12 +476,18 @@ def _device_name(device: str) -> str:
     return f"cpu: {cpu}, {os.cpu_count()} core(s)"
 
 
+def _dirty() -> bool:
+    """Uncommitted changes to the code (the results stored so far are not code)."""
+    if not RESULTS.is_relative_to(ROOT):  # an installed package: no checkout to ask
+        return False
+    return bool(_git("status", "--porcelain", "--", "src", f":!{RESULTS.relative_to(ROOT)}"))
+
+
 def provenance(exp: Experiment, device: str, seconds: float) -> dict[str, Any]:
     """The record stored with one part of a full run."""
     return {
         "commit": _git("rev-parse", "HEAD") or "unknown",
-        # uncommitted changes to the code; the results stored so far are not code
-        "dirty": bool(_git("status", "--porcelain", "--", "src", f":!{RESULTS.relative_to(ROOT)}")),
+        "dirty": _dirty(),
         "code_hash": code_hash(exp),
         "torch": torch.__version__,
         "python": platform.python_version(),
