@@ -119,7 +119,7 @@ def docs(session: nox.Session) -> None:
     _print_example_times()
     session.run("python", "tools/explorer_vectors.py")  # for the browser test
     # The Chinese edition reuses the English build's outputs: nothing runs twice.
-    session.run("python", "tools/i18n.py", "build")
+    session.run("python", "tools/i18n", "build")
     session.run("mkdocs", "build", "--strict", "--clean", "-f", "mkdocs.zh.yml")
 
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 import torch
 
-from attnscale.monitor import every_row
+from attnscale._monitor import every_row
 
 PAIRS = 40
 torch.manual_seed(0)

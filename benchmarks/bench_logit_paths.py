@@ -8,7 +8,7 @@ For a stack of models with weights ``W_q, W_k`` of shape ``(models, d_k, d_model
 - through the ``(d_model, d_model)`` matrix ``alpha W_q^T W_k``: ``d_model^2 (d_k + n)``.
 
 The trainer takes the second when it needs fewer operations
-(``attnscale.training._bilinear_is_cheaper``). For each head size this prints the
+(``attnscale._training.stacks.bilinear_is_cheaper``). For each head size this prints the
 median time of forward and backward (gradients of both weights) of each way, their ratio, which
 way the trainer takes, and the largest relative difference between the two logits.
 
@@ -25,7 +25,7 @@ from functools import partial
 
 import torch
 
-from attnscale.training import _bilinear_is_cheaper
+from attnscale._training.stacks import bilinear_is_cheaper
 
 MODELS, BATCH, LENGTH, D_MODEL = 6, 32, 8, 64  # the mean-task page: 2 strategies x 3 seeds
 D_KS = (16, 64, 256, 512)
@@ -95,7 +95,7 @@ def main() -> None:
         with torch.no_grad():
             a, b = through_qk(x, w_q, w_k, alpha), through_bilinear(x, w_q, w_k, alpha)
             diff = float(((a - b).abs() / a.abs().amax()).max())
-        takes = "bilinear" if _bilinear_is_cheaper(D_MODEL, d_k, n) else "q, k"
+        takes = "bilinear" if bilinear_is_cheaper(D_MODEL, d_k, n) else "q, k"
         print(
             f"| {d_k} | {1e3 * t_qk:.2f} | {1e3 * t_bi:.2f} | {t_qk / t_bi:.2f}x | {takes} "
             f"| {diff:.1e} |"

@@ -35,7 +35,7 @@ import transformers
 from torch import nn
 
 from attnscale import AttentionMonitor
-from attnscale.monitor import capture
+from attnscale._monitor import capture
 
 SEED = 0
 WARMUP, PAIRS = 1, 7

@@ -1,4 +1,4 @@
-"""Tests of attnscale.additive: a loop reference, masks, dead rows, gradients, fp16, bad input."""
+"""Tests of attnscale._additive: a loop reference, masks, dead rows, gradients, fp16, bad input."""
 
 from __future__ import annotations
 

@@ -373,7 +373,7 @@ def test_all_rows_on_multihead_attention_match_brute_force(case: str) -> None:
 def test_a_failing_statistic_leaves_no_empty_site(monkeypatch: pytest.MonkeyPatch) -> None:
     """A monitor bug in one statistic is a monitor error in the report, never a site without
     a call (which the report's text could not print)."""
-    from attnscale.monitor import adapters
+    from attnscale._monitor import adapters
 
     def broken(*args: Any, **kwargs: Any) -> HeadStats:
         raise RuntimeError("broken on purpose")
@@ -444,7 +444,7 @@ def test_all_rows_leaves_learned_sink_columns_out_of_the_keys() -> None:
 
 
 def test_sampled_statistics_give_each_heads_entropy_and_first_key_weight() -> None:
-    from attnscale.monitor.stats import logit_stats
+    from attnscale._monitor.stats import logit_stats
 
     gen = torch.Generator().manual_seed(5)
     x = 3 * torch.randn(2, 3, 6, 9, generator=gen)

@@ -16,14 +16,15 @@ sys.path.insert(0, str(ROOT / "tools"))
 import catalogue  # noqa: E402
 import zh_style  # noqa: E402
 
-import i18n  # noqa: E402
+from i18n import __main__ as cli  # noqa: E402
+from i18n import glossary, sources, tree  # noqa: E402
 
-FILES = sorted(i18n.translation_path(s) for s in [*i18n.SCRIPTS, *i18n.PAGES])
+FILES = sorted(sources.translation_path(s) for s in [*sources.SCRIPTS, *sources.PAGES])
 
 
 def test_every_translation_is_present_and_current():
-    found = i18n.problems()
-    assert not found, "run `python tools/i18n.py skeleton` and translate:\n" + "\n".join(
+    found = sources.problems()
+    assert not found, "run `python tools/i18n skeleton` and translate:\n" + "\n".join(
         map(str, found)
     )
 
@@ -35,22 +36,22 @@ def _mini_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     script.write_text('r"""\n# Title\n\nIntro.\n"""\n\n# %%\n# ## Step\n#\n# Text.\n\nx = 1\n')
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "index.md").write_text("# Home\n")
-    monkeypatch.setattr(i18n, "ROOT", tmp_path)
-    monkeypatch.setattr(i18n, "I18N", tmp_path / "i18n" / "zh")
-    monkeypatch.setattr(i18n, "SCRIPTS", ["examples/01_a/plot_01_a.py"])
-    monkeypatch.setattr(i18n, "PAGES", ["docs/index.md"])
-    for source in [*i18n.SCRIPTS, *i18n.PAGES]:
-        path = i18n.skeleton(source)
+    monkeypatch.setattr(sources, "ROOT", tmp_path)
+    monkeypatch.setattr(sources, "I18N", tmp_path / "i18n" / "zh")
+    monkeypatch.setattr(sources, "SCRIPTS", ["examples/01_a/plot_01_a.py"])
+    monkeypatch.setattr(sources, "PAGES", ["docs/index.md"])
+    for source in [*sources.SCRIPTS, *sources.PAGES]:
+        path = sources.skeleton(source)
         path.write_text(path.read_text().replace(" todo -->", " -->"))
     return script
 
 
 def test_changed_english_makes_its_block_stale(tmp_path, monkeypatch):
     script = _mini_project(tmp_path, monkeypatch)
-    assert i18n.problems() == []
+    assert sources.problems() == []
     script.write_text(script.read_text().replace("# Text.", "# Other text."))
     (tmp_path / "docs" / "index.md").write_text("# Home, edited\n")
-    found = i18n.problems()
+    found = sources.problems()
     assert [(p.path, p.kind, p.block) for p in found] == [
         ("i18n/zh/examples/01_a/plot_01_a.md", "stale", 1),
         ("i18n/zh/docs/index.md", "stale", None),
@@ -61,24 +62,24 @@ def test_changed_english_makes_its_block_stale(tmp_path, monkeypatch):
 def test_missing_and_untranslated_entries_are_reported(tmp_path, monkeypatch):
     script = _mini_project(tmp_path, monkeypatch)
     script.write_text(script.read_text() + "\n# %%\n# A new cell.\n\ny = 2\n")
-    i18n.translation_path("docs/index.md").unlink()
-    assert [(p.path, p.kind, p.block) for p in i18n.problems()] == [
+    sources.translation_path("docs/index.md").unlink()
+    assert [(p.path, p.kind, p.block) for p in sources.problems()] == [
         ("i18n/zh/examples/01_a/plot_01_a.md", "block missing", 2),
         ("i18n/zh/docs/index.md", "missing", None),
     ]
-    i18n.skeleton("examples/01_a/plot_01_a.py")  # keeps blocks 0 and 1, adds 2 as todo
-    assert i18n.problems()[0][1:3] == ("todo", 2)
+    sources.skeleton("examples/01_a/plot_01_a.py")  # keeps blocks 0 and 1, adds 2 as todo
+    assert sources.problems()[0][1:3] == ("todo", 2)
 
 
-@pytest.mark.parametrize("source", i18n.SCRIPTS)
+@pytest.mark.parametrize("source", sources.SCRIPTS)
 def test_chinese_download_runs_the_english_code(source: str, tmp_path: Path) -> None:
     """The Chinese .py differs from the English one in its prose and comments only: same code."""
-    if i18n.problems():
+    if sources.problems():
         pytest.skip("translations incomplete (see test_every_translation_is_present_and_current)")
-    tr = i18n.Translation.load(i18n.translation_path(source))
+    tr = sources.Translation.load(sources.translation_path(source))
     # as the build writes it: the comments through the catalogue too
     chinese = catalogue.translate_code(
-        i18n.chinese_script(source, tr), catalogue.load(), lambda key: None
+        tree.chinese_script(source, tr), catalogue.load(), lambda key: None
     )
     english = (ROOT / source).read_text()
     code = [ast.dump(ast.Module(ast.parse(t).body[1:], [])) for t in (english, chinese)]
@@ -86,18 +87,18 @@ def test_chinese_download_runs_the_english_code(source: str, tmp_path: Path) -> 
     copy = tmp_path / Path(source).name
     copy.write_text(chinese)
     zh = [tr.blocks[n][1].strip() for n in sorted(tr.blocks)]
-    assert [b.strip() for b in i18n.text_blocks(copy)] == zh
+    assert [b.strip() for b in sources.text_blocks(copy)] == zh
 
 
 # --- terms ---------------------------------------------------------------------------------------
 
 
-TERMS = i18n.glossary()
+TERMS = glossary.glossary()
 
 
 def _chinese_text(path: Path) -> str:
     """The Chinese of a translation file: markers, code and math removed."""
-    tr = i18n.Translation.load(path)
+    tr = sources.Translation.load(path)
     parts = [zh for _, zh, _ in tr.blocks.values()] + list(tr.strings.values())
     parts += [tr.page[1]] if tr.page else []
     text = "\n".join(parts)
@@ -112,7 +113,7 @@ def test_glossary_is_well_formed():
     assert len(english) == len(set(english)), "an English term appears twice"
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(i18n.I18N).as_posix())
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(sources.I18N).as_posix())
 def test_pages_use_the_glossary(path: Path) -> None:
     text = _chinese_text(path)
     wrong = [f"{a} (use {zh})" for zh, _, _, avoid, _ in TERMS for a in avoid if a in text]
@@ -131,7 +132,7 @@ def _body(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(i18n.I18N).as_posix())
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.relative_to(sources.I18N).as_posix())
 def test_terms_are_glossed_at_first_use(path: Path) -> None:
     text = _body(_chinese_text(path))
     missing = []
@@ -180,7 +181,7 @@ def test_chinese_navigation_follows_the_english():
 def test_the_glossary_is_the_search_segmenters_dictionary(tmp_path: Path) -> None:
     """Every all-Chinese glossary term goes to jieba with a frequency that keeps it whole."""
     path = tmp_path / "jieba_user.txt"
-    i18n.write_jieba_dictionary(path)
+    glossary.write_jieba_dictionary(path)
     entries = dict(line.split() for line in path.read_text().splitlines())
     chinese = {zh for zh, *_ in TERMS if re.fullmatch(r"[\u4e00-\u9fff]+", zh)}
     assert set(entries) == chinese and {"缩放", "雅可比矩阵", "注意力汇聚点"} <= chinese
@@ -191,7 +192,7 @@ def test_the_glossary_is_the_search_segmenters_dictionary(tmp_path: Path) -> Non
 
 
 def _translated_texts(path: Path) -> list[str]:
-    tr = i18n.Translation.load(path)
+    tr = sources.Translation.load(path)
     return (
         [zh for _, zh, _ in tr.blocks.values()]
         + [*tr.strings.values()]
@@ -200,7 +201,9 @@ def _translated_texts(path: Path) -> list[str]:
 
 
 @pytest.mark.parametrize(
-    "path", [*FILES, i18n.I18N / "glossary.md"], ids=lambda p: p.relative_to(i18n.I18N).as_posix()
+    "path",
+    [*FILES, sources.I18N / "glossary.md"],
+    ids=lambda p: p.relative_to(sources.I18N).as_posix(),
 )
 def test_typography(path: Path) -> None:
     texts = [path.read_text()] if path.name == "glossary.md" else _translated_texts(path)
@@ -237,14 +240,14 @@ def _headings(text: str) -> list[str]:
     return [m[2] for m in _HEADING.finditer(re.sub(r"```.*?```", "", text, flags=re.S))]
 
 
-@pytest.mark.parametrize("source", i18n.SCRIPTS)
+@pytest.mark.parametrize("source", sources.SCRIPTS)
 def test_headings_follow_the_english(source: str) -> None:
     """The same headings in the same order as the English page (the build gives each the
     English anchor), the standard ones in their one Chinese form."""
-    tr = i18n.Translation.load(i18n.translation_path(source))
-    fixed = i18n.fixed_headings()
+    tr = sources.Translation.load(sources.translation_path(source))
+    fixed = glossary.fixed_headings()
     wrong = []
-    for n, english in enumerate(i18n.text_blocks(ROOT / source)):
+    for n, english in enumerate(sources.text_blocks(ROOT / source)):
         en, zh = _headings(english), _headings(tr.blocks[n][1]) if n in tr.blocks else []
         if len(en) != len(zh):
             wrong.append(f"block {n}: {len(zh)} headings for the English {len(en)}")
@@ -257,7 +260,7 @@ def test_headings_follow_the_english(source: str) -> None:
 
 
 def test_headings_check_catches_a_planted_problem() -> None:
-    assert i18n.fixed_headings()["Setup"] == "实验设置"
+    assert glossary.fixed_headings()["Setup"] == "实验设置"
     assert _headings("## 设置\n\n```\n## not a heading\n```\n### 数学推导\n") == [
         "设置",
         "数学推导",
@@ -266,7 +269,7 @@ def test_headings_check_catches_a_planted_problem() -> None:
 
 # --- generated text and English on the assembled pages -----------------------------------------
 
-ASSEMBLED = sorted(i18n.BUILD.glob("docs/**/*.md"))
+ASSEMBLED = sorted(tree.BUILD.glob("docs/**/*.md"))
 
 
 def test_generated_text_goes_through_the_catalogue() -> None:
@@ -327,7 +330,7 @@ def test_the_english_scan_catches_a_planted_word() -> None:
 
 
 @pytest.mark.parametrize(
-    "page", ASSEMBLED, ids=lambda p: p.relative_to(i18n.BUILD / "docs").as_posix()
+    "page", ASSEMBLED, ids=lambda p: p.relative_to(tree.BUILD / "docs").as_posix()
 )
 def test_no_english_in_chinese_prose(page: Path) -> None:
     """What a reader reads on a Chinese page is Chinese, outside code, formulas, glosses, names
@@ -341,12 +344,12 @@ def test_no_english_in_chinese_prose(page: Path) -> None:
 def test_page_titles_in_tables_are_the_pages_own() -> None:
     """A table that names a guide page (the fact-check's) names it by its Chinese title."""
     texts = catalogue.load()
-    for source in i18n.SCRIPTS:
-        tr = i18n.Translation.load(i18n.translation_path(source))
-        english = i18n._title_and_intro(i18n.text_blocks(ROOT / source)[0])[0]
+    for source in sources.SCRIPTS:
+        tr = sources.Translation.load(sources.translation_path(source))
+        english = tree.title_and_intro(sources.text_blocks(ROOT / source)[0])[0]
         key, numbers = catalogue.shape(english)
         if texts.get(key):
-            assert catalogue.fill(texts[key], numbers) == i18n._title_and_intro(tr.blocks[0][1])[0]
+            assert catalogue.fill(texts[key], numbers) == tree.title_and_intro(tr.blocks[0][1])[0]
 
 
 def test_code_comments_go_through_the_catalogue() -> None:
@@ -469,7 +472,7 @@ def test_every_figure_is_redrawn_in_chinese() -> None:
     redrawn = [i for i in images if zh_figures.english_texts(kept[i])]
     assert redrawn
     for image in redrawn:
-        chinese = i18n.BUILD / "docs" / image.relative_to(ROOT / "docs")
+        chinese = tree.BUILD / "docs" / image.relative_to(ROOT / "docs")
         assert chinese.read_bytes() != image.read_bytes(), image.name
         thumb = image.parent / "thumb" / image.name.replace("_001.png", "_thumb.png")
         if image.name.endswith("_001.png") and thumb.exists():  # the gallery card's thumbnail
@@ -503,9 +506,9 @@ def test_no_english_is_left_in_the_chinese_figures() -> None:
 
 
 def test_the_command_line_names_what_it_refuses(capsys: pytest.CaptureFixture[str]) -> None:
-    assert i18n.main(["check"]) == (1 if i18n.problems() else 0)
+    assert cli.main(["check"]) == (1 if sources.problems() else 0)
     for argv, words in (([], "required"), (["skeleton", "nope.py"], "nope.py"), (["x"], "x")):
         with pytest.raises(SystemExit) as exit_:
-            i18n.main(argv)
+            cli.main(argv)
         assert exit_.value.code == 2
         assert words in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""Tests for attnscale.monitor: planted bugs, healthy models, invariance, restoration."""
+"""Tests for attnscale._monitor: planted bugs, healthy models, invariance, restoration."""
 
 from __future__ import annotations
 
@@ -506,7 +506,7 @@ def test_exception_inside_a_module_is_unchanged_and_cleaned_up(model_name: str) 
 
 
 def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    import attnscale.monitor.capture as mod
+    import attnscale._monitor.capture as mod
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("planted")
@@ -527,7 +527,7 @@ def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPat
 def test_thread_count_restored_inside_model(broken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     # statistics run on one thread; the model must see its own thread count again
     # right after each attention call, also when the statistics fail
-    import attnscale.monitor.capture as mod
+    import attnscale._monitor.capture as mod
 
     if broken:
 
@@ -1007,7 +1007,7 @@ def test_flex_attention_with_grouped_query_heads() -> None:
 def test_entropy_of_one_hot_rows_is_never_negative() -> None:
     """lse - sum(p x) on uncentred logits cancels in float32 for large, one-hot rows; the
     monitor centres each row on its maximum first (issue 24: it printed -0.000257 of log n)."""
-    from attnscale.monitor.stats import logit_stats
+    from attnscale._monitor.stats import logit_stats
 
     gen = torch.Generator().manual_seed(0)
     logits = 3000 + 40 * torch.randn(2, 4, 64, 64, generator=gen)  # far from 0, one-hot rows
@@ -1023,7 +1023,7 @@ def test_entropy_of_one_hot_rows_is_never_negative() -> None:
 def test_logit_stats_match_a_float64_reference(kind: str) -> None:
     """The statistics (computed in few passes, exp floored at e^-80 for speed) agree with a
     direct float64 softmax over the valid keys of every row."""
-    from attnscale.monitor.stats import logit_stats
+    from attnscale._monitor.stats import logit_stats
 
     gen = torch.Generator().manual_seed(1)
     x = 3 * torch.randn(2, 3, 16, 24, generator=gen)

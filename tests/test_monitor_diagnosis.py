@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from attnscale import THRESHOLDS, AttentionStats
-from attnscale.monitor.diagnosis import diagnose, likely_causes, no_attention
+from attnscale._monitor.diagnosis import diagnose, likely_causes, no_attention
 
 D = 64
 

@@ -280,7 +280,7 @@ def test_a_contrastive_head_is_not_attention() -> None:
 
 
 def test_a_failure_while_following_is_reported_not_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    from attnscale.monitor import lineage
+    from attnscale._monitor import lineage
 
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("planted")
@@ -299,7 +299,7 @@ def test_a_failure_while_following_is_reported_not_raised(monkeypatch: pytest.Mo
 def test_long_calls_sample_fewer_rows_within_the_logit_budget(path: str) -> None:
     """Many heads times long keys: the rows shrink so the sampled logits stay within
     max_sampled_logits (never below 8 rows), on every path, backward included."""
-    from attnscale.monitor.capture import MIN_ROWS
+    from attnscale._monitor.capture import MIN_ROWS
 
     b, h, n, d = 3, 8, 512, 16
     g = torch.Generator().manual_seed(0)

@@ -233,13 +233,13 @@ def test_nothing_outside_the_models_is_followed(monkeypatch: pytest.MonkeyPatch)
     """The loss and the optimizer's update run outside every module: a monitor given its
     models follows no lineage there (it would cost a step's worth of work), and still reads
     the scale applied inside."""
-    from attnscale.monitor.lineage import Lineages
+    from attnscale._monitor.lineage import Lineages
 
     followed: list[bool] = []
     follow = Lineages.follow
 
     def counting(self: Lineages, *args: Any) -> None:
-        from attnscale.monitor.hooks import REGISTRY
+        from attnscale._monitor.hooks import REGISTRY
 
         followed.append(bool(REGISTRY.stack))
         follow(self, *args)

@@ -236,7 +236,7 @@ def test_threshold_dots_keep_equal_values_apart_and_show_unreached_at_the_edge()
 def test_a_covered_strategy_curve_stays_visible() -> None:
     """A curve that a later one covers is drawn wide and pale beneath it; a threshold line can
     be named in the legend."""
-    from attnscale.plotting import plot_strategy_curves
+    from attnscale._plotting import plot_strategy_curves
 
     x = [1.0, 2.0, 4.0]
     ax = plot_strategy_curves(

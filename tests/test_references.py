@@ -26,8 +26,8 @@ PAGE = re.compile(r"\"(0\d_[a-z_]+)/(plot_\w+/)?\"")
 
 
 def test_every_guide_link_in_the_library_points_at_an_example():
-    from attnscale.monitor.diagnosis import GUIDE_PAGES
-    from attnscale.monitor.report import GUIDE_URL
+    from attnscale._monitor.diagnosis import GUIDE_PAGES
+    from attnscale._monitor.report import GUIDE_URL
 
     section = GUIDE_URL.rstrip("/").rsplit("/", 1)[-1]
     links = [(section, page) for page in GUIDE_PAGES.values()]
@@ -47,7 +47,7 @@ def test_the_guide_url_is_written_once(monkeypatch) -> None:
     installed wheel without metadata has none); both MkDocs configurations publish there, and the citations point there."""
     import importlib.metadata
 
-    from attnscale.monitor import report
+    from attnscale._monitor import report
 
     declared = re.search(r'^Documentation = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
     assert declared and report.GUIDE_URL.startswith(declared[1])

@@ -21,8 +21,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import attnscale as asc
-from attnscale import sampling, training
+from attnscale import _sampling as sampling
 from attnscale._docs import factcheck
+from attnscale._training import tasks
 
 
 def ks_statistic(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -244,8 +245,8 @@ def test_largest_seed_is_torchs_largest() -> None:
 def test_seeds_that_overflow_only_after_the_shuffle_offset() -> None:
     top = 2**64 - 1
     # The shuffle seed is seed + 1000003, wrapped into 64 bits.
-    assert training._shuffle_seed(top) == 1_000_002
-    assert training._shuffle_seed(2**64 - 1_000_003) == 0
+    assert tasks.shuffle_seed(top) == 1_000_002
+    assert tasks.shuffle_seed(2**64 - 1_000_003) == 0
     seeds = [top, 2**64 - 1_000_003, 2**64 - 1_000_004]
     first = asc.train("mean", seeds=seeds, **TINY_TRAIN)
     again = asc.train("mean", seeds=seeds, **TINY_TRAIN)

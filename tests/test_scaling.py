@@ -1,4 +1,4 @@
-"""Tests of attnscale.scaling: SDPA equivalence, strategy properties, gradients, validation."""
+"""Tests of the dot-product attention and its strategies: SDPA equivalence, strategy properties, gradients, validation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests for attnscale.softmax: references are torch.softmax, torch.autograd and closed forms."""
+"""Tests for attnscale._softmax: references are torch.softmax, torch.autograd and closed forms."""
 
 from __future__ import annotations
 

@@ -25,7 +25,7 @@ TOY = textwrap.dedent(
     import numpy as np
     import torch
 
-    from attnscale import theory
+    from attnscale import _theory as theory
     from attnscale._docs import stored
 
     FULL = {"seeds": [0, 1, 2], "steps": 50}
@@ -196,7 +196,9 @@ def test_a_change_in_a_used_library_module_changes_the_hash(toy, monkeypatch):
     before = stored.code_hash(stored.experiment("toy"))
     real = stored._code
     monkeypatch.setattr(
-        stored, "_code", lambda m: real(m) + ("changed" if m.__name__ == "attnscale.theory" else "")
+        stored,
+        "_code",
+        lambda m: real(m) + ("changed" if m.__name__ == "attnscale._theory" else ""),
     )
     assert stored.code_hash(stored.experiment("toy")) != before
     # the toy's numbers do not depend on theory: its fingerprint keeps the run current

@@ -33,7 +33,7 @@ from attnscale import (
     make_task,
     train,
 )
-from attnscale.training import _SimpleStack
+from attnscale._training.stacks import SimpleStack
 
 # Small sizes shared by the equivalence tests (each call takes well under a second).
 SMALL = {"d_model": 16, "d_k": 8, "seq_len": 5, "num_samples": 40, "test_samples": 8}
@@ -196,7 +196,7 @@ def test_fast_path_covers_exactly_the_parameter_free_strategies() -> None:
     # The batched-equals-sequential test checks both paths against plain autograd; this pins
     # which one each strategy takes, so the fast path cannot silently fall out of use.
     def fast(model: str, name: str) -> bool:
-        return _SimpleStack.supports(make_model(model, d_model=8, d_k=4, strategy=name))
+        return SimpleStack.supports(make_model(model, d_model=8, d_k=4, strategy=name))
 
     assert {n for n in SCALING_STRATEGIES if fast("simple", n)} == {
         "none",
@@ -398,11 +398,24 @@ def test_config_is_frozen_and_normalised() -> None:
     assert hash(cfg) == hash(dataclasses.replace(cfg))
 
 
-def test_config_fields_are_the_parameters_of_train() -> None:
-    # train builds its config from its arguments: the two must list the same names and defaults.
-    params = inspect.signature(train).parameters
-    assert list(params) == [f.name for f in dataclasses.fields(TrainingConfig)]
-    assert TrainingConfig(**{n: p.default for n, p in params.items()}) == TrainingConfig()
+def test_train_takes_a_config_a_task_or_settings() -> None:
+    """Each setting is written once, as a TrainingConfig field: train accepts the config, a
+    task name with fields, or fields alone, and names what it cannot take."""
+    kw = {"batch_size": BATCH, "epochs": 1, **SMALL}
+    cfg = TrainingConfig("mean", strategies="none", **kw)
+    assert train(cfg).config == cfg
+    assert train("mean", strategies="none", **kw).config == cfg
+    assert train(task="mean", strategies="none", **kw).config == cfg
+    assert train(cfg, epochs=2).config == dataclasses.replace(cfg, epochs=2)
+    assert list(inspect.signature(train).parameters) == ["config", "settings"]
+    with pytest.raises(TypeError, match=r"unknown settings \['epoch'\].*epochs"):
+        train(cfg, epoch=2)
+    with pytest.raises(TypeError, match="config must be a TrainingConfig, a task name or None"):
+        train(3)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="task twice"):
+        train("mean", task="mean")
+    with pytest.raises(ValueError, match="epochs"):
+        train(cfg, epochs=0)
 
 
 def test_result_carries_the_config_and_it_round_trips() -> None:
@@ -412,7 +425,8 @@ def test_result_carries_the_config_and_it_round_trips() -> None:
         "retrieval", strategies=("none", "cosine"), seeds=(0, 1), lrs=(3e-3,), **kw
     )
     assert isinstance(res.config, TrainingConfig) and res.config == asked
-    again = train(**dataclasses.asdict(res.config))
+    again = train(res.config)
+    assert train(**dataclasses.asdict(res.config)).config == res.config
     assert again.config == res.config
     for m in METRICS:
         assert torch.equal(again.metric(m), res.metric(m))

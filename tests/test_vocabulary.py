@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attnscale import AttentionStats, SoftmaxStats
-from attnscale.training import METRICS
+from attnscale import METRICS, AttentionStats, SoftmaxStats
 
 ROOT = Path(__file__).resolve().parents[1]
 METRICS_PAGE = ROOT / "docs" / "reference" / "metrics.md"

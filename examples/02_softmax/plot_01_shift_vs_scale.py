@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
+from attnscale import plot_probability_rows
 from attnscale._docs.style import use_style
-from attnscale.plotting import plot_probability_rows
 
 use_style()
 

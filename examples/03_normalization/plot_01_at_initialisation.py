@@ -12,8 +12,8 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
+from attnscale import plot_strategy_curves
 from attnscale._docs import style
-from attnscale.plotting import plot_strategy_curves
 
 style.use_style()
 

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 import attnscale
+from attnscale import plot_strategy_curves
 from attnscale._docs import style
-from attnscale.plotting import plot_strategy_curves
 
 style.use_style()
 

@@ -15,9 +15,9 @@ import torch
 from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
 
 import attnscale
+from attnscale import plot_strategy_curves
 from attnscale._docs import style
 from attnscale._docs.figures import one_legend
-from attnscale.plotting import plot_strategy_curves
 
 style.use_style()
 

@@ -14,10 +14,10 @@ import math
 import matplotlib.pyplot as plt
 import numpy as np
 
+from attnscale import plot_seed_bands
 from attnscale._docs import experiments, factcheck, stored, style
 from attnscale._docs.figures import one_legend
 from attnscale._docs.tables import Table
-from attnscale.plotting import plot_seed_bands
 
 style.use_style()
 

@@ -13,11 +13,11 @@ that the best learning rate should stay put as the model widens.
 import matplotlib.pyplot as plt
 import numpy as np
 
+from attnscale import plot_seed_bands
 from attnscale._docs import intervals, stored, style
 from attnscale._docs.figures import one_legend
 from attnscale._docs.studies import _sweep
 from attnscale._docs.tables import Table
-from attnscale.plotting import plot_seed_bands
 
 style.use_style()
 

@@ -14,12 +14,12 @@ that signature.
 import matplotlib.pyplot as plt
 import numpy as np
 
+from attnscale import plot_seed_bands
 from attnscale._docs import events, stored, style
 from attnscale._docs.figures import one_legend
 from attnscale._docs.intervals import bootstrap
 from attnscale._docs.studies import logit_growth
 from attnscale._docs.tables import Table
-from attnscale.plotting import plot_seed_bands
 
 style.use_style()
 

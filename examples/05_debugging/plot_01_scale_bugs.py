@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import attnscale
-from attnscale import AttentionMonitor, plotting
+from attnscale import AttentionMonitor, plot_monitor_summary
 from attnscale._docs.style import colours, use_style
 
 use_style()
@@ -98,7 +98,7 @@ LABELS = {
     "d_model": r"$1/\sqrt{d_\mathrm{model}}$",
     "double": r"scaled twice, $1/d_\mathrm{head}$",
 }
-plotting.plot_monitor_summary(
+plot_monitor_summary(
     {LABELS[mode]: report for mode, report in reports.items()},
     metric="logit_std",
     ax=ax,

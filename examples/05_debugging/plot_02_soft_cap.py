@@ -16,7 +16,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attnscale import AttentionMonitor, plotting
+from attnscale import AttentionMonitor, plot_monitor_summary
 from attnscale._docs.style import use_style
 
 use_style()
@@ -52,7 +52,7 @@ for name, fast in (("eager (capped)", False), ("fast (cap dropped)", True)):
 # The capped path's largest logit is bounded by the cap; the fast path's is not.
 
 fig, ax = plt.subplots(figsize=(6.4, 2.4), layout="constrained")
-plotting.plot_monitor_summary(reports, metric="max_abs_logit", ax=ax, xlabel="max |logit|")
+plot_monitor_summary(reports, metric="max_abs_logit", ax=ax, xlabel="max |logit|")
 ax.axvline(CAP, color="0.3", linestyle="--", linewidth=1)
 ax.set_title("Largest attention logit per code path (dashed: the cap)")
 for name, report in reports.items():

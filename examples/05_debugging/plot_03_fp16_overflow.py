@@ -15,7 +15,7 @@ import math
 import matplotlib.pyplot as plt
 import torch
 
-from attnscale import AttentionMonitor, plotting
+from attnscale import AttentionMonitor, plot_monitor_summary
 from attnscale._docs.style import use_style
 
 use_style()
@@ -46,7 +46,7 @@ for growth in GROWTH:
 # ## Largest raw product against the float16 limit
 
 fig, ax = plt.subplots(figsize=(6.4, 2.4), layout="constrained")
-plotting.plot_monitor_summary(
+plot_monitor_summary(
     reports,
     metric="max_abs_qk",
     ax=ax,

@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from attnscale import AttentionMonitor, plotting
+from attnscale import AttentionMonitor, plot_monitor_series
 from attnscale._docs.figures import one_legend
 from attnscale._docs.style import use_style
 
@@ -71,12 +71,10 @@ fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3), layout="constrained")
 for i, (lr, (monitor, _, _)) in enumerate(runs.items()):
     report = monitor.report()
     run = {"color": f"C{i}", "label": f"lr {lr:g}", "legend": False}  # one colour per rate
-    plotting.plot_monitor_series(
+    plot_monitor_series(
         report, metric="normalized_entropy", ax=ax1, ylabel=r"entropy / $\ln n$", **run
     )
-    plotting.plot_monitor_series(
-        report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|", **run
-    )
+    plot_monitor_series(report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|", **run)
 ax2.set_yscale("log")
 one_legend(fig)
 fig.suptitle("Attention entropy and largest logit during training, two learning rates")

@@ -6,73 +6,76 @@ first use, so ``import attnscale`` does not import matplotlib (an optional
 dependency: the ``plot`` extra, see the README).
 """
 
-import importlib.util
-from typing import TYPE_CHECKING
+import importlib.util as _importlib_util
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
-from .additive import AdditiveAttention
-from .models import MODELS, AttentionBlock, SimpleAttentionModel, make_model
-from .monitor import (
-    DESIGNS,
-    GUIDE_URL,
-    THRESHOLDS,
-    AttentionMonitor,
-    AttentionRecord,
-    AttentionStats,
-    Finding,
-    HeadStats,
-    MonitorReport,
-    head_stats,
-    head_stats_of_logits,
-)
-from .sampling import DISTRIBUTIONS, VarianceEstimate, sample_scores, variance_estimate
-from .scaling import (
-    SCALING_STRATEGIES,
-    AttentionResult,
-    CosineScale,
-    FoldedInit,
-    InverseD,
-    InverseSqrt,
-    LearnableTemperature,
-    MultiHeadAttention,
-    NoScale,
-    QKLayerNorm,
-    QKRMSNorm,
-    ScoreScaling,
-    make_strategy,
-    scaled_dot_product_attention,
-    soft_cap,
-)
-from .softmax import (
-    SoftmaxStats,
-    gaussian_logit_entropy,
-    logit_gradient,
-    max_probability,
-    saturated_fraction,
-    softmax_entropy,
-    softmax_jacobian,
-    softmax_jacobian_norm,
-    softmax_stats,
-    tempered_softmax,
-)
-from .theory import (
-    Moments,
-    dot_product_moments,
-    init_projection_variance,
-    logit_resolution,
-    scaled_dot_product_moments,
-    unit_variance_scale,
-)
-from .training import METRICS, TASKS, TrainingConfig, TrainingResult, make_task, train
+from ._additive import AdditiveAttention as AdditiveAttention
+from ._attention import AttentionResult as AttentionResult
+from ._attention import scaled_dot_product_attention as scaled_dot_product_attention
+from ._attention import soft_cap as soft_cap
+from ._models import MODELS as MODELS
+from ._models import AttentionBlock as AttentionBlock
+from ._models import SimpleAttentionModel as SimpleAttentionModel
+from ._models import make_model as make_model
+from ._monitor import DESIGNS as DESIGNS
+from ._monitor import GUIDE_URL as GUIDE_URL
+from ._monitor import THRESHOLDS as THRESHOLDS
+from ._monitor import AttentionMonitor as AttentionMonitor
+from ._monitor import AttentionRecord as AttentionRecord
+from ._monitor import AttentionStats as AttentionStats
+from ._monitor import Finding as Finding
+from ._monitor import HeadStats as HeadStats
+from ._monitor import MonitorReport as MonitorReport
+from ._monitor import head_stats as head_stats
+from ._monitor import head_stats_of_logits as head_stats_of_logits
+from ._multihead import MultiHeadAttention as MultiHeadAttention
+from ._sampling import DISTRIBUTIONS as DISTRIBUTIONS
+from ._sampling import VarianceEstimate as VarianceEstimate
+from ._sampling import sample_scores as sample_scores
+from ._sampling import variance_estimate as variance_estimate
+from ._softmax import SoftmaxStats as SoftmaxStats
+from ._softmax import gaussian_logit_entropy as gaussian_logit_entropy
+from ._softmax import logit_gradient as logit_gradient
+from ._softmax import max_probability as max_probability
+from ._softmax import saturated_fraction as saturated_fraction
+from ._softmax import softmax_entropy as softmax_entropy
+from ._softmax import softmax_jacobian as softmax_jacobian
+from ._softmax import softmax_jacobian_norm as softmax_jacobian_norm
+from ._softmax import softmax_stats as softmax_stats
+from ._softmax import tempered_softmax as tempered_softmax
+from ._strategies import SCALING_STRATEGIES as SCALING_STRATEGIES
+from ._strategies import CosineScale as CosineScale
+from ._strategies import FoldedInit as FoldedInit
+from ._strategies import InverseD as InverseD
+from ._strategies import InverseSqrt as InverseSqrt
+from ._strategies import LearnableTemperature as LearnableTemperature
+from ._strategies import NoScale as NoScale
+from ._strategies import QKLayerNorm as QKLayerNorm
+from ._strategies import QKRMSNorm as QKRMSNorm
+from ._strategies import ScoreScaling as ScoreScaling
+from ._strategies import make_strategy as make_strategy
+from ._theory import Moments as Moments
+from ._theory import dot_product_moments as dot_product_moments
+from ._theory import init_projection_variance as init_projection_variance
+from ._theory import logit_resolution as logit_resolution
+from ._theory import scaled_dot_product_moments as scaled_dot_product_moments
+from ._theory import unit_variance_scale as unit_variance_scale
+from ._training.config import TrainingConfig as TrainingConfig
+from ._training.loop import train as train
+from ._training.result import METRICS as METRICS
+from ._training.result import TrainingResult as TrainingResult
+from ._training.tasks import TASKS as TASKS
+from ._training.tasks import make_task as make_task
 
-if TYPE_CHECKING:  # for type checkers and the API reference; at run time see __getattr__
-    from .plotting import (
-        plot_monitor_series,
-        plot_monitor_summary,
-        plot_probability_rows,
-        plot_seed_bands,
-        plot_strategy_curves,
-        plot_training_metric,
-    )
+__version__ = "0.1.0"
+
+if _TYPE_CHECKING:  # for type checkers and the API reference; at run time see __getattr__
+    from ._plotting import plot_monitor_series as plot_monitor_series
+    from ._plotting import plot_monitor_summary as plot_monitor_summary
+    from ._plotting import plot_probability_rows as plot_probability_rows
+    from ._plotting import plot_seed_bands as plot_seed_bands
+    from ._plotting import plot_strategy_curves as plot_strategy_curves
+    from ._plotting import plot_training_metric as plot_training_metric
 
 _PLOTTING = (
     "plot_monitor_series",
@@ -88,7 +91,7 @@ def __getattr__(name: str) -> object:
     """Import the plot helpers (and so matplotlib) only when one is first used."""
     if name in _PLOTTING:
         try:
-            from . import plotting
+            from . import _plotting
         except ModuleNotFoundError as err:
             if (err.name or "").partition(".")[0] != "matplotlib":
                 raise
@@ -96,80 +99,13 @@ def __getattr__(name: str) -> object:
                 f"attnscale.{name} draws with matplotlib, which is not installed: "
                 'pip install "attnscale[plot]"'
             ) from err
-        return getattr(plotting, name)
+        return getattr(_plotting, name)
     raise AttributeError(f"module 'attnscale' has no attribute {name!r}")
 
 
-def _has_matplotlib() -> bool:
-    return importlib.util.find_spec("matplotlib") is not None
-
-
-__version__ = "0.1.0"
-
-__all__ = [
-    "DESIGNS",
-    "DISTRIBUTIONS",
-    "GUIDE_URL",
-    "METRICS",
-    "MODELS",
-    "SCALING_STRATEGIES",
-    "TASKS",
-    "THRESHOLDS",
-    "AdditiveAttention",
-    "AttentionBlock",
-    "AttentionMonitor",
-    "AttentionRecord",
-    "AttentionResult",
-    "AttentionStats",
-    "CosineScale",
-    "Finding",
-    "FoldedInit",
-    "HeadStats",
-    "InverseD",
-    "InverseSqrt",
-    "LearnableTemperature",
-    "Moments",
-    "MonitorReport",
-    "MultiHeadAttention",
-    "NoScale",
-    "QKLayerNorm",
-    "QKRMSNorm",
-    "ScoreScaling",
-    "SimpleAttentionModel",
-    "SoftmaxStats",
-    "TrainingConfig",
-    "TrainingResult",
-    "VarianceEstimate",
-    "dot_product_moments",
-    "gaussian_logit_entropy",
-    "head_stats",
-    "head_stats_of_logits",
-    "init_projection_variance",
-    "logit_gradient",
-    "logit_resolution",
-    "make_model",
-    "make_strategy",
-    "make_task",
-    "max_probability",
-    "plot_monitor_series",
-    "plot_monitor_summary",
-    "plot_probability_rows",
-    "plot_seed_bands",
-    "plot_strategy_curves",
-    "plot_training_metric",
-    "sample_scores",
-    "saturated_fraction",
-    "scaled_dot_product_attention",
-    "scaled_dot_product_moments",
-    "soft_cap",
-    "softmax_entropy",
-    "softmax_jacobian",
-    "softmax_jacobian_norm",
-    "softmax_stats",
-    "tempered_softmax",
-    "train",
-    "unit_variance_scale",
-    "variance_estimate",
-]
-if not _has_matplotlib():  # `from attnscale import *` works without the plot extra
-    __all__ = [name for name in __all__ if name not in _PLOTTING]
+# Every public name once: what is imported above, and the plot helpers where matplotlib is
+# installed (so that `from attnscale import *` works without the plot extra).
+__all__ = sorted(
+    [name for name in dir() if not name.startswith("_")]
+    + (list(_PLOTTING) if _importlib_util.find_spec("matplotlib") else [])
+)

@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .monitor import AttentionMonitor
-from .monitor.report import SEVERITY_RANK
+from ._monitor import AttentionMonitor
+from ._monitor.report import SEVERITY_RANK
 from .testing import call
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import transformers  # type: ignore[import-not-found,unused-ignore]
 
-from .monitor import AttentionMonitor
+from ._monitor import AttentionMonitor
 
 __all__ = ["AttentionCallback"]
 

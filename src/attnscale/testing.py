@@ -17,8 +17,8 @@ import torch
 from torch import nn
 
 from . import _checks
-from .monitor import AttentionMonitor, MonitorReport
-from .monitor.report import SEVERITY_RANK
+from ._monitor import AttentionMonitor, MonitorReport
+from ._monitor.report import SEVERITY_RANK
 
 __all__ = ["assert_attention_healthy"]
 

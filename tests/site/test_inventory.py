@@ -18,7 +18,7 @@ def _inventory() -> dict[str, str]:
     """Documented Python objects: name -> page.
 
     Only priority-1 entries: mkdocstrings also lists each object's canonical path (e.g.
-    ``attnscale.sampling.DISTRIBUTIONS``) at priority 2, pointing at the same anchor; that is
+    ``attnscale._sampling.DISTRIBUTIONS``) at priority 2, pointing at the same anchor; that is
     an alias of the one documented location, not a second one.
     """
     raw = INVENTORY.read_bytes()

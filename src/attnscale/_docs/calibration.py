@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from ..monitor import AttentionMonitor, MonitorReport
+from .._monitor import AttentionMonitor, MonitorReport
 from . import stored
 from .studies import logit_growth, trained_lm
 
@@ -45,7 +45,7 @@ def batches(n: int, size: int = 16) -> list[torch.Tensor]:
     held_out = data[int(0.9 * data.numel()) :]
     gen = torch.Generator().manual_seed(7)
     context = trained_lm.FULL["context"]
-    return [logit_growth._batch(held_out, size, context, gen)[0] for _ in range(n)]
+    return [logit_growth.batch(held_out, size, context, gen)[0] for _ in range(n)]
 
 
 @contextlib.contextmanager

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from ..softmax import softmax_jacobian_norm
+from .._softmax import softmax_jacobian_norm
 from . import stored
 from .intervals import bootstrap
 

@@ -23,9 +23,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .. import _checks
-from ..sampling import sample_scores, variance_estimate
-from ..softmax import softmax_entropy, softmax_jacobian_norm, tempered_softmax
-from ..theory import init_projection_variance
+from .._sampling import sample_scores, variance_estimate
+from .._softmax import softmax_entropy, softmax_jacobian_norm, tempered_softmax
+from .._theory import init_projection_variance
 from . import experiments
 
 __all__ = ["PAGE_TITLES", "VERDICTS", "ClaimCheck", "check_claims"]

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .studies._sweep import _mean_metric, best_lr, bootstrap, metric
+from .studies._sweep import best_lr, bootstrap, mean_metric, metric
 
 __all__ = [
     "Best",
@@ -55,7 +55,7 @@ def best_lr_draws(values: np.ndarray, log_lrs: np.ndarray, idx: np.ndarray) -> n
     ``values`` are one variant's metric values ``(points, seeds)``, ``idx`` the resamples
     ``(draws, seeds)``; a draw with no point run gives NaN.
     """
-    mean = _mean_metric(values[:, idx])  # (points, draws)
+    mean = mean_metric(values[:, idx])  # (points, draws)
     valid = ~np.isnan(mean)
     i = np.argmin(np.where(valid, mean, np.inf), axis=0)
     best = log_lrs[i].astype(float)

@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..monitor import AttentionMonitor, MonitorReport
+from .._monitor import AttentionMonitor, MonitorReport
 
 __all__ = ["CASES", "SCALING_CODES", "Case", "outcome", "report"]
 

@@ -28,12 +28,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...training import train
+from ... import train
 
 __all__ = [
     "METRIC",
     "best_lr",
     "bootstrap",
+    "mean_metric",
     "metric",
     "quarter_lrs",
     "sweep",
@@ -67,7 +68,7 @@ def metric(curve_loss: np.ndarray) -> np.ndarray:
     return np.where(np.isnan(curve_loss).all(-1), np.nan, out)
 
 
-def _mean_metric(values: np.ndarray) -> np.ndarray:
+def mean_metric(values: np.ndarray) -> np.ndarray:
     """Mean over the last axis (seeds) of metric values; NaN where a point was not run."""
     run = ~np.isnan(values).any(-1)
     with np.errstate(invalid="ignore"):
@@ -82,7 +83,7 @@ def best_lr(values: np.ndarray, log_lrs: np.ndarray) -> tuple[float, int]:
     it and its two neighbours (when both were run, finite, and the parabola opens upwards).
     Returns ``(log10 best rate, index of the best grid point)``.
     """
-    mean = _mean_metric(values)
+    mean = mean_metric(values)
     valid = ~np.isnan(mean)
     if not valid.any():
         return math.nan, -1

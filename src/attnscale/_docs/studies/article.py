@@ -14,8 +14,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import models, scaling, training
+from ... import make_task, train
 from .. import stored
+from . import TRAINING_CODE
 
 FULL: dict[str, Any] = {
     "variants": ["inverse_sqrt", "none"],
@@ -42,7 +43,7 @@ def loss_floor(budget: dict[str, Any], seed: int) -> float:
     """
     gen = torch.Generator().manual_seed(seed)
     d_model, d_v = budget["d_model"], budget["d_k"]
-    x, _ = training.make_task(
+    x, _ = make_task(
         budget["task"], budget["num_samples"], budget["seq_len"], d_model, generator=gen
     )
     tokens = x.reshape(-1, d_model).double()  # (samples * length, d_model)
@@ -56,7 +57,7 @@ def parts(budget: dict[str, Any]) -> list[str]:
 
 def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.ndarray]:
     names, quarters, seeds = budget["variants"], budget["quarters"], budget["seeds"]
-    res = training.train(
+    res = train(
         budget["task"],
         strategies=names,
         lrs=[10 ** (k / 4) for k in quarters],
@@ -147,6 +148,6 @@ EXPERIMENT = stored.Experiment(
     full=FULL,
     reduced=REDUCED,
     agree=agree,
-    uses=(training, models, scaling),
+    uses=TRAINING_CODE,
     hours=0.4,
 )

@@ -24,8 +24,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ... import models, scaling
+from ... import AttentionBlock
 from .. import stored
+from . import MODEL_CODE
 
 FULL: dict[str, Any] = {
     "variants": ["inverse_sqrt", "qk_layernorm"],
@@ -75,8 +76,7 @@ class TinyLM(nn.Module):
         self.embed = nn.Embedding(VOCAB, d)
         self.position = nn.Embedding(ctx, d)
         self.blocks = nn.ModuleList(
-            models.AttentionBlock(d, budget["heads"], strategy=strategy)
-            for _ in range(budget["layers"])
+            AttentionBlock(d, budget["heads"], strategy=strategy) for _ in range(budget["layers"])
         )
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, VOCAB, bias=False)
@@ -105,9 +105,10 @@ class TinyLM(nn.Module):
         return self.head(self.norm(h)), max_logits, entropies
 
 
-def _batch(
+def batch(
     data: torch.Tensor, size: int, context: int, gen: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``size`` random windows of ``context`` tokens from ``data``: inputs and next-token targets."""
     start = torch.randint(0, data.numel() - context - 1, (size,), generator=gen)
     window = start[:, None] + torch.arange(context + 1)  # (batch, context + 1)
     chunk = data[window]
@@ -154,7 +155,7 @@ def train_lm(
     entropy_rec = np.full((n, layers), np.nan, dtype=np.float32)
     for t in range(n):
         x, y = (
-            v.to(device) for v in _batch(train_data, budget["batch_size"], budget["context"], gen)
+            v.to(device) for v in batch(train_data, budget["batch_size"], budget["context"], gen)
         )
         logits, max_logits, entropies = model(x, watch=True)
         flat = logits.reshape(-1, VOCAB)
@@ -176,7 +177,7 @@ def train_lm(
         for _ in range(budget["eval_batches"]):
             x, y = (
                 v.to(device)
-                for v in _batch(held_out, budget["batch_size"], budget["context"], eval_gen)
+                for v in batch(held_out, budget["batch_size"], budget["context"], eval_gen)
             )
             logits = model(x)[0]
             losses.append(float(F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))))
@@ -253,6 +254,6 @@ EXPERIMENT = stored.Experiment(
     full=FULL,
     reduced=REDUCED,
     agree=agree,
-    uses=(models, scaling),
+    uses=MODEL_CODE,
     hours=1.8,
 )

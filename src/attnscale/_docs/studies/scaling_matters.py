@@ -16,9 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import models, scaling, training
 from .. import stored
-from . import _sweep
+from . import TRAINING_CODE, _sweep
 
 FULL: dict[str, Any] = {
     "tasks": ["mean", "reconstruction", "retrieval"],
@@ -87,6 +86,6 @@ EXPERIMENT = stored.Experiment(
     full=FULL,
     reduced=REDUCED,
     agree=_sweep.agree,
-    uses=(_sweep, training, models, scaling),
+    uses=(_sweep, *TRAINING_CODE),
     hours=1.5,
 )

@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
-from ... import models, scaling, training
+from ... import SCALING_STRATEGIES
 from .. import stored
-from . import _sweep
+from . import TRAINING_CODE, _sweep
 
 FULL: dict[str, Any] = {
     "tasks": ["mean", "reconstruction"],
-    "strategies": list(scaling.SCALING_STRATEGIES),
+    "strategies": list(SCALING_STRATEGIES),
     "d_k": 64,
     "widths": [32, 64, 128],
     "width_task": "retrieval",
@@ -81,6 +81,6 @@ EXPERIMENT = stored.Experiment(
     full=FULL,
     reduced=REDUCED,
     agree=_sweep.agree,
-    uses=(_sweep, training, models, scaling),
+    uses=(_sweep, *TRAINING_CODE),
     hours=1.6,
 )

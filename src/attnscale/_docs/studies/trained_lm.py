@@ -85,7 +85,7 @@ def train(budget: dict[str, Any], seed: int, device: str) -> dict[str, np.ndarra
     for t in range(budget["stop_after"]):
         x, y = (
             v.to(device)
-            for v in logit_growth._batch(train_data, budget["batch_size"], budget["context"], gen)
+            for v in logit_growth.batch(train_data, budget["batch_size"], budget["context"], gen)
         )
         loss = F.cross_entropy(model(x).logits.reshape(-1, VOCAB), y.reshape(-1))
         losses[t] = float(loss.detach())
@@ -110,7 +110,7 @@ def held_out_loss(
         for _ in range(budget["eval_batches"]):
             x, y = (
                 v.to(device)
-                for v in logit_growth._batch(held_out, budget["batch_size"], budget["context"], gen)
+                for v in logit_growth.batch(held_out, budget["batch_size"], budget["context"], gen)
             )
             logits = model(x).logits
             losses.append(float(F.cross_entropy(logits.reshape(-1, VOCAB), y.reshape(-1))))

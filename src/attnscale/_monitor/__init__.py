@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from .. import _checks
-from ..scaling import ScoreScaling
+from .._strategies import ScoreScaling
 from .capture import Capture
 from .diagnosis import DESIGNS, GUIDE_PAGES, THRESHOLDS, compiled, diagnose, grouped, no_attention
 from .every_row import HeadStats, head_stats, head_stats_of_logits

@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from . import _checks
-from .scaling import _LOW_PRECISION, AttentionResult, _check_mask, _dead_rows
+from ._attention import AttentionResult
+from ._masks import LOW_PRECISION, check_mask, dead_rows
 
 __all__ = ["AdditiveAttention"]
 
@@ -190,11 +191,11 @@ class AdditiveAttention(nn.Module):
             )
         if value.shape[1] != k_len:
             raise ValueError(f"value must have k_len={k_len} like key, got {value.shape[1]}")
-        mask = _check_mask(attn_mask, (batch, q_len, k_len), query, "(batch, q_len, k_len)")
+        mask = check_mask(attn_mask, (batch, q_len, k_len), query, "(batch, q_len, k_len)")
         _checks.allocation((batch, q_len, k_len, self.hidden), query.dtype, "query, key or hidden")
 
         # Rows with every key masked: unmasked for the softmax, zeroed after it (no NaN).
-        dead = None if mask is None else _dead_rows(mask)  # (..., q_len, 1)
+        dead = None if mask is None else dead_rows(mask)  # (..., q_len, 1)
         if dead is not None and mask is not None:
             mask = mask | dead if mask.dtype == torch.bool else mask.masked_fill(dead, 0.0)
 
@@ -210,7 +211,7 @@ class AdditiveAttention(nn.Module):
                 scores = scores.masked_fill(~mask, float("-inf"))  # mask broadcasts to scores
             else:
                 scores = scores + mask  # (batch, q_len, k_len)
-        if scores.dtype in _LOW_PRECISION:
+        if scores.dtype in LOW_PRECISION:
             weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(scores.dtype)
         else:
             weights = torch.softmax(scores, dim=-1)  # (batch, q_len, k_len)

@@ -19,13 +19,9 @@ import torch
 from torch import nn
 
 from . import _checks
-from .scaling import (
-    AttentionResult,
-    MultiHeadAttention,
-    ScoreScaling,
-    make_strategy,
-    scaled_dot_product_attention,
-)
+from ._attention import AttentionResult, scaled_dot_product_attention
+from ._multihead import MultiHeadAttention
+from ._strategies import ScoreScaling, make_strategy
 
 __all__ = ["MODELS", "AttentionBlock", "SimpleAttentionModel", "make_model"]
 

@@ -25,7 +25,7 @@ from . import _checks
 from ._figure import cycle_colour, linestyle, new_axes, to_numpy
 
 if TYPE_CHECKING:
-    from .monitor import MonitorReport
+    from ._monitor import MonitorReport
 
 __all__ = [
     "plot_monitor_series",
@@ -153,7 +153,7 @@ def plot_monitor_series(
     ValueError
         If ``metric`` is unknown or ``report`` has no records to draw.
     """
-    from .monitor import AttentionStats, MonitorReport
+    from ._monitor import AttentionStats, MonitorReport
 
     if not isinstance(report, MonitorReport):
         raise TypeError(f"report must be a MonitorReport, got {type(report).__name__}")
@@ -221,7 +221,7 @@ def plot_monitor_summary(
         If ``metric`` is unknown, there is nothing to draw, or ``log`` is set and a value or mark
         is not positive.
     """
-    from .monitor import AttentionStats
+    from ._monitor import AttentionStats
 
     fields = [f.name for f in dataclasses.fields(AttentionStats)]
     _checks.one_of(metric, "metric", fields)
@@ -555,7 +555,7 @@ def plot_training_metric(
     >>> len(plot_training_metric(res, "loss", logy=True).get_lines())
     2
     """
-    from .training import TrainingResult
+    from ._training.result import TrainingResult
 
     if not isinstance(result, TrainingResult):
         raise TypeError(f"result must be a TrainingResult, got {type(result).__name__}")

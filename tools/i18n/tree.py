@@ -1,249 +1,36 @@
-"""The Chinese edition: translation files, their freshness, and the tree the zh site is built from.
-
-The English build runs every example once. The Chinese site is a second MkDocs build over a tree
-this module assembles from that build's output: each example page keeps its code, printed output
-and figures and has its English prose swapped for the Chinese blocks in ``i18n/zh/``.
-
-Translation files mirror their sources: ``examples/02_softmax/plot_01_shift_vs_scale.py`` is
-translated in ``i18n/zh/examples/02_softmax/plot_01_shift_vs_scale.md``, ``docs/index.md`` in
-``i18n/zh/docs/index.md``. A file holds marked entries:
-
-- ``<!-- block N en HASH -->``: text block N of a gallery script (0 is the docstring, then one per
-  ``# %%`` cell), translated; HASH fingerprints the English it translates;
-- ``<!-- page en HASH -->``: a whole hand-written page (or gallery header), translated;
-- ``<!-- string: ENGLISH -->``: a figure's alt text on a generated page, keyed by the English
-  exactly as the English page shows it.
-
-Result tables, printed output and code comments are translated through the catalogue
-(``tools/catalogue.py``).
-
-A block or page whose English changed since it was translated is *stale*; ``todo`` after the
-hash marks a block not yet translated. ``python tools/i18n.py check`` lists both, and
-``python tools/i18n.py skeleton SOURCE...`` writes or refreshes translation files, keeping every
-entry that is still current.
-"""
+"""The zh docs tree: what the second MkDocs build renders, assembled from the English build."""
 
 from __future__ import annotations
 
-import argparse
 import ast
-import hashlib
 import html
 import json
 import re
 import shutil
-import sys
 import zipfile
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
-from textwrap import dedent
-from typing import NamedTuple
 
 import catalogue
 import gallery_format
 import zh_figures
 import zh_style
 
-ROOT = Path(__file__).resolve().parent.parent
-I18N = ROOT / "i18n" / "zh"
-GENERATED = ROOT / "docs" / "generated"
-LANG = "zh"
-
-#: Hand-written pages translated as a whole, by source path.
-PAGES = [
-    "docs/index.md",
-    "docs/explorer.md",
-    "docs/references.md",
-    "examples/README.md",
-    *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("examples/*/README.md")),
-    "factcheck/README.md",
-    "overrides/404.html",
-]
-#: Gallery scripts, translated block by block.
-SCRIPTS = sorted(
-    p.relative_to(ROOT).as_posix()
-    for p in [*ROOT.glob("examples/*/plot_*.py"), *ROOT.glob("factcheck/plot_*.py")]
+from .glossary import glossary, glossary_page, write_jieba_dictionary
+from .sources import (
+    GENERATED,
+    LANG,
+    PAGES,
+    ROOT,
+    SCRIPTS,
+    Translation,
+    TranslationError,
+    generated_page,
+    page_strings,
+    problems,
+    text_blocks,
+    translation_path,
 )
-
-_MARK = re.compile(
-    r"^<!-- (?:block (?P<n>\d+) en (?P<bh>[0-9a-f]{12})(?P<todo> todo)?|page en (?P<ph>[0-9a-f]{12})"
-    r"(?P<ptodo> todo)?|string: (?P<en>.*?)) -->[ \t]*$",
-    re.M,
-)
-
-
-def fingerprint(text: str) -> str:
-    """A short hash of English text, blind to surrounding white space."""
-    return hashlib.sha256(text.strip().encode()).hexdigest()[:12]
-
-
-def translation_path(source: str) -> Path:
-    path = I18N / source
-    return path.with_suffix(".md") if path.suffix == ".py" else path
-
-
-# --- the English: a gallery script's text blocks -------------------------------------------------
-
-
-def _docstring_and_rest(text: str) -> tuple[str, str]:
-    """The module docstring as the gallery shows it, and the source after it."""
-    node = ast.parse(text)
-    first = node.body[0]
-    if not (
-        isinstance(first, ast.Expr)
-        and isinstance(first.value, ast.Constant)
-        and isinstance(first.value.value, str)
-    ):
-        raise ValueError("a gallery script starts with a docstring")
-    docstring = ast.get_docstring(node) or ""
-    if first.value.value.startswith("\n"):  # the gallery keeps a leading newline
-        docstring = "\n" + docstring
-    rest = "\n".join(text.split("\n")[first.end_lineno :])
-    return docstring, rest
-
-
-def text_blocks(script: Path) -> list[str]:
-    """The text blocks of a gallery script, split as mkdocs-gallery splits them."""
-    docstring, rest = _docstring_and_rest(script.read_text())
-    blocks = [docstring]
-    for match in gallery_format.SCRIPT_CELL.finditer(rest):
-        block = dedent(re.sub("^#", "", match.group("text_content"), flags=re.M)).lstrip()
-        if block.strip():
-            blocks.append(block)
-    return blocks
-
-
-# --- the Chinese: translation files --------------------------------------------------------------
-
-
-@dataclass
-class Translation:
-    """One translation file, parsed."""
-
-    path: Path
-    blocks: dict[int, tuple[str, str, bool]] = field(default_factory=dict)  # n -> (hash, zh, todo)
-    page: tuple[str, str, bool] | None = None  # (hash, zh, todo)
-    strings: dict[str, str] = field(default_factory=dict)  # English -> zh
-
-    @classmethod
-    def load(cls, path: Path) -> Translation:
-        found = cls(path)
-        if not path.exists():
-            return found
-        text = path.read_text()
-        marks = list(_MARK.finditer(text))
-        if text[: marks[0].start() if marks else len(text)].strip():
-            raise ValueError(f"{path}: text before the first <!-- ... --> marker")
-        for mark, after in zip(marks, [*marks[1:], None], strict=True):
-            body = text[mark.end() : after.start() if after else len(text)].strip("\n")
-            body = body.rstrip() + "\n" if body.strip() else ""
-            if mark["n"] is not None:
-                n = int(mark["n"])
-                if n in found.blocks:
-                    raise ValueError(f"{path}: block {n} appears twice")
-                found.blocks[n] = (mark["bh"], body, bool(mark["todo"]))
-            elif mark["ph"] is not None:
-                found.page = (mark["ph"], body, bool(mark["ptodo"]))
-            else:
-                found.strings[mark["en"]] = body.strip()
-        return found
-
-
-class Problem(NamedTuple):
-    """A translation that is not current: its file, what is wrong (``kind``) and where."""
-
-    path: str  # the translation file, from the repository root
-    kind: str  # one of PROBLEM_KINDS
-    block: int | None = None  # the text block of a gallery script; None: the whole file
-    source: str = ""  # the English it translates
-
-    def __str__(self) -> str:
-        where = f"{self.path}: " + ("" if self.block is None else f"block {self.block} ")
-        return where + PROBLEM_KINDS[self.kind].format(source=self.source)
-
-
-#: What a problem's kind means, as ``python tools/i18n.py check`` prints it.
-PROBLEM_KINDS = {
-    "missing": "missing (translates {source})",
-    "block missing": "missing",
-    "todo": "not translated yet (todo)",
-    "stale": "stale: {source} changed",
-    "extra": "has no English block",
-}
-
-
-def problems() -> list[Problem]:
-    """Every missing, untranslated or stale entry (empty when all is current)."""
-    found = []
-    for source in SCRIPTS:
-        tr = Translation.load(translation_path(source))
-        rel = tr.path.relative_to(ROOT).as_posix()
-        if not tr.path.exists():
-            found.append(Problem(rel, "missing", source=source))
-            continue
-        english = text_blocks(ROOT / source)
-        for n, text in enumerate(english):
-            if n not in tr.blocks:
-                found.append(Problem(rel, "block missing", n))
-            elif tr.blocks[n][2]:
-                found.append(Problem(rel, "todo", n))
-            elif tr.blocks[n][0] != fingerprint(text):
-                found.append(Problem(rel, "stale", n, "its English"))
-        found += [Problem(rel, "extra", n) for n in tr.blocks if n >= len(english)]
-    for source in PAGES:
-        tr = Translation.load(translation_path(source))
-        rel = tr.path.relative_to(ROOT).as_posix()
-        if tr.page is None:
-            found.append(Problem(rel, "missing", source=source))
-        elif tr.page[2]:
-            found.append(Problem(rel, "todo"))
-        elif tr.page[0] != fingerprint((ROOT / source).read_text()):
-            found.append(Problem(rel, "stale", source=source))
-    return found
-
-
-def skeleton(source: str, strings: Sequence[str] = ()) -> Path:
-    """Write (or refresh) the translation file of ``source``; current entries are kept."""
-    path = translation_path(source)
-    tr = Translation.load(path)
-    parts = []
-    if source in PAGES:
-        english = (ROOT / source).read_text()
-        h = fingerprint(english)
-        if tr.page and tr.page[0] == h and not tr.page[2]:
-            parts.append(f"<!-- page en {h} -->\n\n{tr.page[1]}")
-        else:
-            parts.append(f"<!-- page en {h} todo -->\n\n{english.strip()}\n")
-    else:
-        for n, english in enumerate(text_blocks(ROOT / source)):
-            h = fingerprint(english)
-            old = tr.blocks.get(n)
-            if old and old[0] == h and not old[2]:
-                parts.append(f"<!-- block {n} en {h} -->\n\n{old[1]}")
-            else:
-                parts.append(f"<!-- block {n} en {h} todo -->\n\n{english.strip()}\n")
-    for en in dict.fromkeys([*tr.strings, *strings]):
-        parts.append(f"<!-- string: {en} -->\n\n{tr.strings.get(en, '')}\n")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(parts))
-    return path
-
-
-_ALT = re.compile(r"^!\[(?P<alt>.*?)\]\(\./images/", re.M)  # alt text may hold "]"
-
-
-def generated_page(source: str) -> Path:
-    """The Markdown page the English build generated from a gallery script."""
-    top, *rest = Path(source).with_suffix(".md").parts
-    return GENERATED.joinpath("gallery" if top == "examples" else "factcheck", *rest)
-
-
-def alt_texts(source: str) -> list[str]:
-    """The alt text of every figure on a generated example page, in order."""
-    page = generated_page(source)
-    return list(dict.fromkeys(m["alt"] for m in _ALT.finditer(page.read_text())))
-
 
 # --- the zh tree: what the second MkDocs build renders -------------------------------------------
 
@@ -263,10 +50,6 @@ BOILERPLATE = {
 }
 _LINK = re.compile(r"\]\((?P<target>[^)\s#]+\.md)(?P<anchor>#[^)\s]*)?\)")
 _AUTOREF = re.compile(r"\]\[(?P<ident>[\w.-]+)\]")
-
-
-class TranslationError(ValueError):
-    """A translation that is missing, stale or does not fit its English page."""
 
 
 # A line break between two Chinese characters would show as a space in the browser.
@@ -354,7 +137,7 @@ def _chinese_notebook(english: Path, tr: Translation, code: Callable[[str], str]
     return json.dumps(nb, ensure_ascii=False, indent=1) + "\n"
 
 
-def _title_and_intro(block: str) -> tuple[str, str]:
+def title_and_intro(block: str) -> tuple[str, str]:
     lines = block.strip().split("\n")
     intro = _CJK_BREAK.sub("", "\n".join(lines[1:]).strip().split("\n\n")[0]).replace("\n", " ")
     return lines[0].removeprefix("# ").strip(), intro
@@ -391,7 +174,7 @@ def _example_page(
     for en, zh in BOILERPLATE.items():
         md = md.replace(en, zh)
     # Without the gallery plugin, MkDocs would name the page after its file in the navigation.
-    title = _title_and_intro(tr.blocks[0][1])[0]
+    title = title_and_intro(tr.blocks[0][1])[0]
     target.write_text(f"---\ntitle: {json.dumps(title, ensure_ascii=False)}\n---\n{md}")
 
     def code(text: str) -> str:
@@ -402,7 +185,7 @@ def _example_page(
     target.with_suffix(".ipynb").write_text(notebook)
     gallery = GENERATED / page.relative_to(GENERATED).parts[0]
     href = page.relative_to(gallery).with_suffix("").as_posix()
-    return href, _title_and_intro(english[0])[0], tr.blocks[0][1]
+    return href, title_and_intro(english[0])[0], tr.blocks[0][1]
 
 
 def _gallery_index(
@@ -417,7 +200,7 @@ def _gallery_index(
 
     def card(m: re.Match[str]) -> str:
         english, block = cards[m["href"]]
-        title, intro = (html.escape(t) for t in _title_and_intro(block))
+        title, intro = (html.escape(t) for t in title_and_intro(block))
         tip = intro[:95] + ("..." if len(intro) > 95 else "")
         body = m["body"].replace(f'alt="{english}"', f'alt="{title}"')
         body = body.replace(f">{english}<", f">{title}<")
@@ -463,7 +246,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> list[str]:
             r"# 运行时间\n\n**\2** 中各文件的总运行时间：**\1**", times.read_text()
         )
         (docs / times.relative_to(ROOT / "docs")).write_text(md)
-    (docs / "glossary.md").write_text(_glossary_page())
+    (docs / "glossary.md").write_text(glossary_page())
     write_jieba_dictionary(out / "jieba_user.txt")
     _redraw_figures(docs, texts, missing)
     if missing:
@@ -571,112 +354,9 @@ def _english_anchors(md: str, english: Path, where: str) -> str:
     return "".join(t + f for t, f in zip(outside, [*fences, ""], strict=True))
 
 
-TERMS = I18N / "TERMS.md"
-
-
-def _table(heading: str) -> list[list[str]]:
-    """The rows of the Markdown table under ``heading`` in TERMS.md, header row excluded."""
-    text = TERMS.read_text().split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
-    rows = [
-        [c.strip() for c in line.strip().strip("|").split("|")]
-        for line in text.splitlines()
-        if line.startswith("|")
-    ]
-    return rows[2:]
-
-
-def _listed(cell: str) -> list[str]:
-    return [a.strip() for a in re.split("[、,]", cell) if a.strip()]
-
-
-def glossary() -> list[tuple[str, str, bool, list[str], list[str]]]:
-    """The term table's rows: the Chinese term, the English, whether the English is given at
-    first use, the renderings not to use, and the longer words that contain the term but are
-    other words."""
-    return [
-        (zh, en, gloss == "是", _listed(avoid), _listed(other))
-        for zh, en, gloss, avoid, other in _table("Terms")
-    ]
-
-
-def fixed_headings() -> dict[str, str]:
-    """The standard headings: English -> the one Chinese form."""
-    return dict((en, zh) for en, zh in _table("Fixed headings"))
-
-
-def _glossary_page() -> str:
-    """The reader's glossary: its Chinese page, with the term table as Chinese | English."""
-    rows = "".join(f"| {zh} | {en} |\n" for zh, en, *_ in glossary())
-    table = "| 中文 | English |\n|---|---|\n" + rows
-    page = (I18N / "glossary.md").read_text()
-    if "<!-- terms -->" not in page:
-        raise TranslationError("i18n/zh/glossary.md: no <!-- terms --> where the table goes")
-    return page.replace("<!-- terms -->", table.rstrip("\n"))
-
-
-#: A frequency that makes jieba keep a glossary term whole (缩放在 is 缩放/在, not 缩/放在)
-_TERM_FREQUENCY = 1_000_000
-
-
-def write_jieba_dictionary(path: Path) -> None:
-    """The glossary's Chinese terms as a jieba user dictionary, for the search index. Terms
-    with Latin letters or spaces (注意力 logit 增长) are left out: jieba's file format splits on
-    spaces, and the search splits the Latin parts on its own."""
-    terms = [zh for zh, *_ in glossary() if re.fullmatch(r"[\u4e00-\u9fff]+", zh)]
-    path.write_text("".join(f"{t} {_TERM_FREQUENCY}\n" for t in terms))
-
-
 def _zip_downloads(folder: Path, gallery: str) -> None:
     """The "download all examples" archives of a gallery, in Chinese."""
     for kind, suffix in [("python", ".py"), ("jupyter", ".ipynb")]:
         with zipfile.ZipFile(folder / f"{gallery}_{kind}.zip", "w", zipfile.ZIP_DEFLATED) as z:
             for f in sorted(folder.glob(f"**/plot_*{suffix}")):
                 z.write(f, f.relative_to(folder).as_posix())
-
-
-def page_strings(source: str) -> list[str]:
-    """The strings of a generated page that its translation must cover: the figures' alt text.
-    (Tables and printed output go through the catalogue, tools/catalogue.py.)"""
-    return alt_texts(source)
-
-
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python tools/i18n.py", description=__doc__.split("\n\n")[0]
-    )
-    command = parser.add_subparsers(dest="command", required=True)
-    command.add_parser("check", help="list every missing, untranslated or stale translation")
-    skeletons = command.add_parser(
-        "skeleton", help="write or refresh translation files, keeping their current entries"
-    )
-    skeletons.add_argument(
-        "sources", nargs="*", metavar="SOURCE", help="gallery scripts or pages (default: all)"
-    )
-    command.add_parser("build", help="assemble the Chinese docs tree from the English build")
-    args = parser.parse_args(argv)
-    if args.command == "check":
-        found = problems()
-        print("\n".join(map(str, found)) or "every translation is current")
-        return 1 if found else 0
-    if args.command == "skeleton":
-        unknown = sorted(set(args.sources) - {*SCRIPTS, *PAGES})
-        if unknown:
-            parser.error(f"not a gallery script or translated page: {', '.join(unknown)}")
-        for source in args.sources or [*SCRIPTS, *PAGES]:
-            strings = page_strings(source) if source in SCRIPTS else []
-            print(skeleton(source, strings).relative_to(ROOT))
-        return 0
-    try:
-        stale = assemble()
-    except TranslationError as err:
-        print(f"Chinese edition: {err}")
-        return 1
-    if stale:
-        print("Stale Chinese strings (their English is gone):\n  " + "\n  ".join(stale))
-        return 1
-    print(f"Chinese docs tree written to {BUILD.relative_to(ROOT)}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,55 @@
+"""The command line: ``python tools/i18n check | skeleton [SOURCE...] | build``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+if not __package__:  # run as `python tools/i18n`: the build's scripts are top-level modules
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from i18n.sources import PAGES, ROOT, SCRIPTS, TranslationError, page_strings, problems, skeleton
+from i18n.tree import BUILD, assemble
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python tools/i18n", description="The Chinese edition's translations and docs tree."
+    )
+    command = parser.add_subparsers(dest="command", required=True)
+    command.add_parser("check", help="list every missing, untranslated or stale translation")
+    skeletons = command.add_parser(
+        "skeleton", help="write or refresh translation files, keeping their current entries"
+    )
+    skeletons.add_argument(
+        "sources", nargs="*", metavar="SOURCE", help="gallery scripts or pages (default: all)"
+    )
+    command.add_parser("build", help="assemble the Chinese docs tree from the English build")
+    args = parser.parse_args(argv)
+    if args.command == "check":
+        found = problems()
+        print("\n".join(map(str, found)) or "every translation is current")
+        return 1 if found else 0
+    if args.command == "skeleton":
+        unknown = sorted(set(args.sources) - {*SCRIPTS, *PAGES})
+        if unknown:
+            parser.error(f"not a gallery script or translated page: {', '.join(unknown)}")
+        for source in args.sources or [*SCRIPTS, *PAGES]:
+            strings = page_strings(source) if source in SCRIPTS else []
+            print(skeleton(source, strings).relative_to(ROOT))
+        return 0
+    try:
+        stale = assemble()
+    except TranslationError as err:
+        print(f"Chinese edition: {err}")
+        return 1
+    if stale:
+        print("Stale Chinese strings (their English is gone):\n  " + "\n  ".join(stale))
+        return 1
+    print(f"Chinese docs tree written to {BUILD.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
