@@ -45,7 +45,6 @@ class AttentionResult(NamedTuple):
     logits: torch.Tensor | None
 
 
-
 def soft_cap(logits: torch.Tensor, cap: float) -> torch.Tensor:
     r"""Tanh soft-capping of logits, $c \tanh(\ell / c)$.
 
@@ -87,7 +86,6 @@ def _soft_cap(logits: torch.Tensor, cap: float) -> torch.Tensor:
         return torch.tanh(logits / cap) * cap
     # The dtype would hold this cap as 0 or inf (then 0/0 or 0*inf = NaN): work in float64.
     return (torch.tanh(logits.double() / cap) * cap).to(logits.dtype)
-
 
 
 def scaled_dot_product_attention(

@@ -56,4 +56,3 @@ def merge_causal(
     if mask.dtype == torch.bool:
         return mask & causal
     return mask.masked_fill(~causal, float("-inf"))
-
