@@ -107,9 +107,10 @@ def test_compiled_flex_attention_is_not_seen_and_the_report_says_so() -> None:
     """Compiled, FlexAttention runs as a kernel: nothing reaches the monitor's mode."""
     flex = pytest.importorskip("torch.nn.attention.flex_attention")
     compiled = torch.compile(flex.flex_attention)  # inductor, as transformers compiles it
-    q = torch.randn(1, 2, 8, 16)
+    # three buffers: inductor before torch 2.12 refuses one buffer passed as q, k and v
+    q, k, v = torch.randn(3, 1, 2, 8, 16).unbind(0)
     with AttentionMonitor() as monitor:
-        out = compiled(q, q, q)
+        out = compiled(q, k, v)
     torch._dynamo.reset()
     report = monitor.report()
     assert out.shape == q.shape

@@ -42,7 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "i18n" / "zh" / "catalogue"
 GENERATED = ROOT / "docs" / "generated"
 
-_NUMBER = re.compile(r"\d+(?:\.\d+)?(?:e[+-]?\d+)?|\b(?:inf|nan)\b")
+# a number, or a hex digest (a code hash, a commit: 7 or more hex digits, letters and digits
+# both), which is one value, not a word with numbers in it
+_NUMBER = re.compile(
+    r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b|\d+(?:\.\d+)?(?:e[+-]?\d+)?|\b(?:inf|nan)\b"
+)
 _SLOT = re.compile(r"\{(\d*)\}")
 _ENTRY = re.compile(r"^<!-- en: (?P<en>.*?) -->[ \t]*$", re.M)
 

@@ -179,9 +179,9 @@ class Stored:
         if seeds is not None:
             lines.append(f"  seeds {seeds}")
         if self.code_hash_now:
-            lines.append(
-                f"  code changed since (hash now {self.code_hash_now[:12]}); it reproduces the "
-                "run's fingerprint bit for bit"
+            lines.append(  # a "label: value" line, which the Chinese catalogue keeps whole
+                f"  current code: hash {self.code_hash_now[:12]}, which reproduces the run's "
+                "fingerprint bit for bit"
             )
         lines.append(f"  refresh with: {COMMAND.format(name=self.name)}")
         return "\n".join(lines)
@@ -494,7 +494,7 @@ def provenance(exp: Experiment, device: str, seconds: float) -> dict[str, Any]:
         "device": _device_name(device),
         "threads": torch.get_num_threads(),
         "seconds": round(seconds, 1),
-        "finished": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 
 
