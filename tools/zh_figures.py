@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+import warnings
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -36,7 +37,11 @@ def keep(figure: Any, path: str | Path, kwargs: dict[str, Any]) -> None:
     copy = COPIES / path.relative_to(catalogue.GENERATED).with_suffix(".pickle")
     copy.parent.mkdir(parents=True, exist_ok=True)
     try:
-        data = pickle.dumps((figure, {k: v for k, v in kwargs.items() if k != "fname"}))
+        with warnings.catch_warnings():
+            # Python 3.13 deprecates pickling itertools objects, which matplotlib's category
+            # axes hold; where 3.14 refuses, the except below keeps the figure English
+            warnings.filterwarnings("ignore", "Pickle, copy, and deepcopy", DeprecationWarning)
+            data = pickle.dumps((figure, {k: v for k, v in kwargs.items() if k != "fname"}))
     except Exception:  # a figure that cannot be pickled stays English on the Chinese page
         copy.unlink(missing_ok=True)
         return

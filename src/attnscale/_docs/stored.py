@@ -29,7 +29,9 @@ result is the same bit for bit from run to run (with two threads, reductions spl
 differently and the last bits move).
 Where the code hash differs, [load][] reruns the fingerprint (seconds) and accepts the stored
 run only if today's code reproduces it exactly; any change of behaviour, down to one bit of
-one array, makes the run stale.
+one array, makes the run stale. [confirm][] (``python -m attnscale._docs.stored confirm
+NAME``) records a code hash that reproduced it, so that other Pythons and torch releases,
+whose fingerprints differ in the last bits, accept the run too.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ __all__ = [
     "checks_table",
     "close",
     "code_hash",
+    "confirm",
     "experiment",
     "fingerprint",
     "load",
@@ -179,9 +182,9 @@ class Stored:
         if seeds is not None:
             lines.append(f"  seeds {seeds}")
         if self.code_hash_now:
-            lines.append(  # a "label: value" line, which the Chinese catalogue keeps whole
-                f"  current code: hash {self.code_hash_now[:12]}, which reproduces the run's "
-                "fingerprint bit for bit"
+            # a "label: value" line, which the Chinese catalogue keeps whole
+            lines.append(
+                f"  current code: hash {self.code_hash_now[:12]} (fingerprint reproduced bit for bit)"
             )
         lines.append(f"  refresh with: {COMMAND.format(name=self.name)}")
         return "\n".join(lines)
@@ -331,6 +334,8 @@ def _not_reproduced(exp: Experiment, folder: Path, prov: dict[str, Any], now: st
     stored_print = prov.get("fingerprint")
     if not stored_print or stored_print.get("code_hash") != prov["code_hash"]:
         return "no fingerprint of its behaviour is stored"
+    if any(r["code_hash"] == now for r in stored_print.get("reproduced", [])):
+        return ""  # checked by `confirm`, on a machine where the fingerprint can be rerun
     key = (exp.name, folder, now)
     if key not in _REPRODUCED:
         kept = stored_print["arrays"]
@@ -374,6 +379,39 @@ def store_fingerprint(name: str, *, root: Path | None = None) -> int:
         prov["fingerprint"] = {"budget": budget, **record, "threads": 1, "arrays": arrays}
         _write_provenance(folder, prov)
     return len(arrays)
+
+
+def confirm(name: str, *, root: Path | None = None) -> str:
+    """Rerun the stored run's fingerprint with today's code and, if every bit is reproduced,
+    record today's code hash as one that made the same numbers; return that hash.
+
+    The record lets the run stand for today's code where the fingerprint cannot be rerun
+    bit for bit (another Python's help text in ``logit_growth``, another torch), and spares
+    the rerun at every build. ``tests/test_stored.py`` reruns the fingerprint of every
+    recorded hash where it can.
+
+    Raises
+    ------
+    StaleResults
+        If no fingerprint is stored, or today's code does not reproduce it.
+    """
+    exp = experiment(name)
+    folder = _folder(name, root)
+    prov = _read_provenance(folder)
+    now = code_hash(exp)
+    if prov and prov["code_hash"] == now:
+        return now  # the code that made the run
+    why = _not_reproduced(exp, folder, prov, now) if prov else "no full run is stored"
+    if why:
+        raise StaleResults(f"experiment {name!r}: {why}; refresh it with `{exp.command}`")
+    with _locked(folder):
+        prov = _read_provenance(folder)
+        done = [r for r in prov["fingerprint"].get("reproduced", []) if r["code_hash"] != now]
+        record = provenance(exp, "cpu", 0.0)
+        keep = ("code_hash", "commit", "dirty", "torch", "python", "device", "finished")
+        prov["fingerprint"]["reproduced"] = [*done, {k: record[k] for k in keep}]
+        _write_provenance(folder, prov)
+    return now
 
 
 def _write_provenance(folder: Path, prov: dict[str, Any]) -> None:
@@ -583,10 +621,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         "fingerprint", help="store the fingerprint of stored runs made by today's code"
     )
     print_p.add_argument("names", nargs="+", help="experiments")
+    confirm_p = sub.add_parser(
+        "confirm", help="record today's code hash where it reproduces a run's fingerprint"
+    )
+    confirm_p.add_argument("names", nargs="+", help="experiments")
     args = parser.parse_args(argv)
     if args.command == "fingerprint":
         for name in args.names:
             print(f"{name}: fingerprint of {store_fingerprint(name)} arrays stored")
+        return 0
+    if args.command == "confirm":
+        for name in args.names:
+            print(f"{name}: code hash {confirm(name)[:12]} reproduces the stored fingerprint")
         return 0
     if args.command == "status":
         for name in names():
