@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-import warnings
 import re
 import shutil
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
