@@ -237,7 +237,19 @@ def _code(module: ModuleType) -> str:
             and isinstance(body[0].value.value, str)
         ):
             body[0] = ast.Pass()  # the docstring
-    return ast.dump(tree, include_attributes=False)
+    return _canonical(tree)
+
+
+def _canonical(node: object) -> str:
+    """An AST as text, the same on every Python: ``ast.dump`` differs across versions in the
+    empty fields it shows (3.12 added ``type_params``, 3.13 hides empty ones), and
+    ``ast.unparse`` in how it quotes f-strings."""
+    if isinstance(node, ast.AST):
+        fields = (f"{k}={_canonical(v)}" for k, v in ast.iter_fields(node) if v not in (None, []))
+        return f"{type(node).__name__}({', '.join(fields)})"
+    if isinstance(node, list):
+        return f"[{', '.join(map(_canonical, node))}]"
+    return repr(node)
 
 
 def code_hash(exp: Experiment) -> str:
