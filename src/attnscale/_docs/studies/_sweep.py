@@ -38,6 +38,7 @@ __all__ = [
     "metric",
     "quarter_lrs",
     "sweep",
+    "sweep_budget",
 ]
 
 #: The declared metric, in words, for the pages.
@@ -122,6 +123,32 @@ def _window_means(values: torch.Tensor, window: int) -> np.ndarray:
     models, steps = values.shape
     w = steps // window
     return values[:, : w * window].reshape(models, w, window).mean(-1).numpy()
+
+
+def sweep_budget(
+    task: str,
+    variants: Mapping[str, tuple[str, float]],
+    d_k: int,
+    budget: Mapping[str, Any],
+    device: str,
+) -> dict[str, np.ndarray]:
+    """[sweep][] at a study's budget, for square heads of width ``d_k`` (d_model = d_v = d_k)."""
+    return sweep(
+        task,
+        variants,
+        budget["quarters"],
+        budget["seeds"],
+        steps=budget["steps"],
+        window=budget["window"],
+        extend=budget["extend"],
+        device=device,
+        d_model=d_k,
+        d_k=d_k,
+        d_v=d_k,
+        seq_len=budget["seq_len"],
+        test_samples=budget["test_samples"],
+        batch_size=budget["batch_size"],
+    )
 
 
 def sweep(

@@ -61,22 +61,7 @@ def parts(budget: dict[str, Any]) -> list[str]:
 def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.ndarray]:
     task, d = part.rsplit("_d", 1)
     d_k = int(d)
-    return _sweep.sweep(
-        task,
-        variants(budget["variants"], d_k),
-        budget["quarters"],
-        budget["seeds"],
-        steps=budget["steps"],
-        window=budget["window"],
-        extend=budget["extend"],
-        device=device,
-        d_model=d_k,
-        d_k=d_k,
-        d_v=d_k,
-        seq_len=budget["seq_len"],
-        test_samples=budget["test_samples"],
-        batch_size=budget["batch_size"],
-    )
+    return _sweep.sweep_budget(task, variants(budget["variants"], d_k), d_k, budget, device)
 
 
 EXPERIMENT = stored.Experiment(

@@ -56,22 +56,7 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
         task, d_k, names = budget["width_task"], int(part[7:]), budget["width_strategies"]
     else:
         task, d_k, names = part, budget["d_k"], budget["strategies"]
-    return _sweep.sweep(
-        task,
-        {name: (name, 1.0) for name in names},
-        budget["quarters"],
-        budget["seeds"],
-        steps=budget["steps"],
-        window=budget["window"],
-        extend=budget["extend"],
-        device=device,
-        d_model=d_k,
-        d_k=d_k,
-        d_v=d_k,
-        seq_len=budget["seq_len"],
-        test_samples=budget["test_samples"],
-        batch_size=budget["batch_size"],
-    )
+    return _sweep.sweep_budget(task, {name: (name, 1.0) for name in names}, d_k, budget, device)
 
 
 EXPERIMENT = stored.Experiment(
