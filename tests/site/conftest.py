@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import functools
 import gzip
 import http.server
@@ -17,6 +18,23 @@ import pytest
 ROOT = Path(__file__).parents[2]
 SITE = ROOT / "site"
 PREFIX = "/attnscale/"  # the path of site_url, so absolute links resolve as when deployed
+
+
+def public_names() -> list[str]:
+    """attnscale's public names, read from its ``__init__.py`` without importing it (this
+    session has no torch): each ``from ._x import y as y``, and the lazily imported plot
+    helpers in ``_PLOTTING``."""
+    tree = ast.parse((ROOT / "src" / "attnscale" / "__init__.py").read_text())
+    names = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            names += [a.name for a in node.names if a.asname == a.name]
+        elif isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "_PLOTTING":
+            names += ast.literal_eval(node.value)
+    assert names, "attnscale/__init__.py re-exports nothing"
+    return sorted(set(names))
+
+
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",

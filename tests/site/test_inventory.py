@@ -6,9 +6,10 @@ Read from the built site's ``objects.inv`` (the inventory mkdocstrings writes), 
 
 from __future__ import annotations
 
-import ast
 import zlib
 from pathlib import Path
+
+from conftest import public_names
 
 ROOT = Path(__file__).parents[2]
 INVENTORY = ROOT / "site" / "objects.inv"
@@ -31,20 +32,12 @@ def _inventory() -> dict[str, str]:
     return entries
 
 
-def _public_names() -> list[str]:
-    tree = ast.parse((ROOT / "src" / "attnscale" / "__init__.py").read_text())
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__":
-            return [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
-    raise AssertionError("attnscale/__init__.py has no __all__")
-
-
 def test_every_public_name_is_documented_at_one_path() -> None:
     documented = _inventory()
-    for name in _public_names():
+    for name in public_names():
         assert f"attnscale.{name}" in documented, f"attnscale.{name} is not in the API reference"
     tops = {n.split(".")[1] for n in documented if n.count(".") == 1}
-    for name in _public_names():
+    for name in public_names():
         others = [
             n
             for n in documented

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 import functools
 import re
 import sys
@@ -15,10 +14,10 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
 
-from conftest import ROOT, SITE, site_pages
+from conftest import ROOT, SITE, public_names, site_pages
 
 sys.path.insert(0, str(ROOT / "tools"))
-import i18n
+from i18n import tree
 
 # the browser extra (nox -s browser installs it): without it, these tests are skipped
 PlaywrightTimeout = pytest.importorskip("playwright.sync_api").TimeoutError
@@ -194,14 +193,7 @@ def test_every_public_name_is_in_the_inventory():
         header_end = raw.index(b"\n", header_end) + 1
     entries = zlib.decompress(raw[header_end:]).decode()
     documented = set(re.findall(r"^attnscale\.(\w+) ", entries, re.M))
-    # Read __all__ without importing the package: this session has no torch.
-    init = (SITE.parent / "src" / "attnscale" / "__init__.py").read_text()
-    public = next(
-        ast.literal_eval(node.value)
-        for node in ast.parse(init).body
-        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", "") == "__all__"
-    )
-    missing = set(public) - documented
+    missing = set(public_names()) - documented
     assert not missing, f"public names missing from objects.inv: {sorted(missing)}"
 
 
@@ -386,7 +378,7 @@ def test_chinese_search_finds_english_words(query: str, base_url: str, browser) 
 def _indexed_pages(site: Path, word: str) -> set[str]:
     """The pages whose search index holds a word starting with ``word``: the pages the search
     lists for it (it matches the start of words), the API reference and glossary aside."""
-    split, pages = i18n.search_index(site)
+    split, pages = tree.search_index(site)
     return {
         url
         for url, text in pages.items()
@@ -400,7 +392,7 @@ def test_english_words_find_the_same_pages_on_both_editions(query: str) -> None:
     """Every result, not the first screen: the Chinese index finds an English word on the pages
     whose English twin has it (each Chinese page notes the English of its terms)."""
     # ... or another form of it (queries, saturated): a Chinese page glosses the base form
-    english = set().union(*(_indexed_pages(SITE, w) for w in i18n.term_forms(query)))
+    english = set().union(*(_indexed_pages(SITE, w) for w in tree.term_forms(query)))
     chinese = _indexed_pages(SITE / "zh", query)
     assert english, query
     assert chinese == english, (sorted(chinese - english), sorted(english - chinese))
