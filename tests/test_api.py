@@ -40,14 +40,15 @@ PUBLIC_MODULES = {"attnscale", "attnscale.hf", "attnscale.testing"}
 SRC = Path(attnscale.__file__).parent
 
 
+def _public_module_names() -> set[str]:
+    """attnscale and every submodule with no private part in its dotted path."""
+    found = {m.name for m in pkgutil.walk_packages(attnscale.__path__, "attnscale.")}
+    return {"attnscale"} | {n for n in found if not any(p.startswith("_") for p in n.split("."))}
+
+
 def _public_modules() -> dict[str, object]:
-    names = {"attnscale"} | {
-        m.name
-        for m in pkgutil.walk_packages(attnscale.__path__, "attnscale.")
-        if not any(part.startswith("_") for part in m.name.split("."))
-    }
     modules = {}
-    for name in sorted(names):
+    for name in sorted(_public_module_names()):
         try:
             modules[name] = importlib.import_module(name)
         except ModuleNotFoundError as err:  # an optional dependency (transformers for hf)
@@ -56,9 +57,7 @@ def _public_modules() -> dict[str, object]:
 
 
 def test_the_public_modules_are_the_ones_meant():
-    found = {m.name for m in pkgutil.walk_packages(attnscale.__path__, "attnscale.")}
-    public = {n for n in found if not any(p.startswith("_") for p in n.split("."))}
-    assert public | {"attnscale"} == PUBLIC_MODULES
+    assert _public_module_names() == PUBLIC_MODULES
 
 
 def test_every_public_object_has_exactly_one_public_path():
