@@ -274,6 +274,58 @@ def test_from_logits_whole_rows_and_key_chunks_agree(chunk: int | None) -> None:
         _assert_close(stats, ref)
 
 
+@pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -math.inf])
+def test_from_the_models_probabilities_without_an_exponential(
+    fill: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Given the weights the model computed, the statistics come from them and the logits,
+    with no exponential: brute force's numbers, with a fully masked row, a head whose logits
+    are all negative (max_logit < 0), a mask filled with ``fill``, and no mask at all.
+    Float16 weights, or a NaN, +inf or unmasked -inf logit, take the general path."""
+    from attnscale import head_stats_of_logits
+    from attnscale._monitor import every_row
+
+    q, k = _qk(length=10, keys=12)
+    visible = torch.ones(10, 12, dtype=torch.bool).tril(diagonal=2)
+    visible[3] = False  # a row with no key
+    bias = torch.tensor([0.0, -50.0, 0.0, 0.0]).reshape(1, 4, 1, 1)  # head 1: all below 0
+    qk = q @ k.transpose(-2, -1)
+    logits = (qk * 0.25 + bias).masked_fill(~visible, fill)
+    weights = logits.softmax(-1)  # NaN in the row with no key under -inf, as a model's
+    general = every_row._whole_rows
+
+    def refused(*args: object) -> None:
+        raise AssertionError("the general path ran")
+
+    monkeypatch.setattr(every_row, "_whole_rows", refused)
+    stats = head_stats_of_logits(logits, masked=~visible, raw=qk, probs=weights)
+    ref = _brute(q, k, 0.25, visible, bias)
+    _assert_close(stats, ref)
+    assert float(stats.max_logit[1]) < 0
+    unmasked = (qk * 0.25 + bias).softmax(-1)
+    _assert_close(
+        head_stats_of_logits(qk * 0.25 + bias, probs=unmasked),
+        {
+            n: v
+            for n, v in _brute(q, k, 0.25, torch.ones(1, dtype=torch.bool), bias).items()
+            if n != "max_abs_qk"
+        },
+    )
+
+    ran = []
+    monkeypatch.setattr(every_row, "_whole_rows", lambda *a: ran.append(1) or general(*a))
+    _assert_close(head_stats_of_logits(logits, masked=~visible, raw=qk, probs=weights.half()), ref)
+    broken = logits.clone()
+    broken[0, 2, 5, 1] = -math.inf  # an unmasked -inf: left out of the keys
+    left = torch.broadcast_to(visible, broken.shape).clone()
+    left[0, 2, 5, 1] = False
+    got = head_stats_of_logits(broken, masked=~visible, probs=broken.softmax(-1))
+    want = _brute(q, k, 0.25, left, bias)
+    want.pop("max_abs_qk")
+    _assert_close(got, want)
+    assert len(ran) == 2
+
+
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_the_monitor_reports_every_rows_max_logit_on_gpt2(impl: str) -> None:
     """AttentionMonitor(all_rows=True) on transformers' GPT-2: each layer's per-head max

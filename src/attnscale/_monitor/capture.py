@@ -407,7 +407,11 @@ class Capture(TorchFunctionMode):
             q_rows=unscaled(self.sample(q_rows, q_rows.dim() - 2), product.q_prescale),
             k_rows=unscaled(self.sample(k_rows), product.k_prescale),
             heads=lambda: head_stats_of_logits(
-                x, masked=_masked(x, full_mask, sink, self.mask_value), raw=product.out
+                x,
+                masked=_masked(x, full_mask, sink, self.mask_value),
+                raw=product.out,
+                # the model's weights, where they are the softmax over the keys alone
+                probs=out if weights and sink is None else None,
             ),
             **read,
         )

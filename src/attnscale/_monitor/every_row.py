@@ -273,6 +273,7 @@ def head_stats_of_logits(
     *,
     masked: torch.Tensor | None = None,
     raw: torch.Tensor | None = None,
+    probs: torch.Tensor | None = None,
     chunk: int | None = None,
 ) -> HeadStats:
     """The same statistics from softmax inputs that already exist, (..., heads, L, S).
@@ -280,26 +281,27 @@ def head_stats_of_logits(
     ``masked`` (boolean, broadcastable) marks masked entries; -inf entries are masked
     whatever it says, and NaN and +inf entries are left out (the sampled statistics count
     them). ``raw`` is the product before the scale, for ``max_abs_qk`` (NaN
-    without it).
+    without it). ``probs``, the softmax of ``logits`` over the last axis as the model
+    computed it (float32 or float64), saves the exponentials: the statistics then take a
+    few passes that read it (see ``_from_probabilities``).
     """
     *batch, heads, length, keys = logits.shape
     work = torch.float64 if logits.dtype == torch.float64 else torch.float32
     x = logits.detach().reshape(-1, heads, length, keys)
     if chunk is None:
         chunk = _default_chunk(keys, x.shape[0] * heads * length)
-    masks = _Masks(
-        None if masked is None else ~_collapsed(masked),
-        False,
-        batch,
-        heads,
-        heads,
-        length,
-        x.device,
-        work,
-    )
-    state = _whole_rows(x, masks, work, chunk)
-    if state is None:  # non-finite logits that no mask explains: the general path
-        state = _by_key_chunks(x, masks, work, chunk)
+    collapsed = None if masked is None else _collapsed(masked)
+    state = None
+    if probs is not None and probs.shape == logits.shape:
+        if collapsed is not None and collapsed.dim() > x.dim():  # batch axes flattened as x's
+            collapsed = _collapsed(collapsed.broadcast_to(logits.shape).reshape(x.shape))
+        state = _from_probabilities(x, probs.detach().reshape(x.shape), collapsed, work)
+    if state is None:
+        keep = None if collapsed is None else ~collapsed
+        masks = _Masks(keep, False, batch, heads, heads, length, x.device, work)
+        state = _whole_rows(x, masks, work, chunk)
+        if state is None:  # non-finite logits that no mask explains: the general path
+            state = _by_key_chunks(x, masks, work, chunk)
     if raw is None:
         size = torch.full((heads,), math.nan, dtype=torch.float64)
     else:
@@ -307,6 +309,42 @@ def head_stats_of_logits(
         r = raw.detach().reshape(-1, heads, raw.shape[-2] * raw.shape[-1])  # no |raw| copy
         size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
     return state.per_head(size, 1)
+
+
+def _from_probabilities(
+    x: torch.Tensor, p: torch.Tensor, masked: torch.Tensor | None, work: torch.dtype
+) -> _Rows | None:
+    """The rows' statistics from the logits and the softmax the model computed from them,
+    without an exponential. At the row's largest logit m the probability is e^(m - lse), so
+    the sum s = Σ e^(x-m) is 1 / max p, and the entropy term is t = s · Σ p (x - m), a sum
+    of terms <= 0 (no cancellation); masked entries hold no probability worth counting.
+    None, for the general path, where the probabilities are not float32 or float64 or the
+    shortcut does not hold: a masked entry above the row's visible ones, or a NaN, +inf or
+    unmasked -inf logit."""
+    if p.dtype not in (torch.float32, torch.float64) or not x.numel():
+        return None
+    xw = x.to(work)  # the model's own tensor where it already is: read, never written
+    high = xw.amax(-1)
+    if masked is None:
+        low, m, n = xw.amin(-1), high, torch.full_like(high, x.shape[-1])
+    else:
+        keep = ~masked.reshape((1,) * (x.dim() - masked.dim()) + tuple(masked.shape))
+        inf = torch.zeros(keep.shape, dtype=work, device=x.device).masked_fill_(~keep, math.inf)
+        low = torch.add(xw, inf).amin(-1)  # the smallest visible entry
+        if bool(low.isnan().any()):  # masked -inf entries met +inf
+            low = torch.where(keep, xw, math.inf).amin(-1)
+        m = torch.sub(xw, inf).amax(-1)  # the largest visible entry
+        n = keep.sum(-1, dtype=work).broadcast_to(high.shape)
+    # below e^-80 a term is lost against the top one's 1: masked entries (-inf or finfo.min)
+    # become -80 with a probability of 0, and add nothing
+    centred = torch.sub(xw, m.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
+    pmax = p.amax(-1).to(work)
+    t = centred.mul_(p).sum(-1)
+    ok = (m == high) & torch.isfinite(low) & torch.isfinite(t) & (pmax > 0)
+    if not bool(torch.where(n >= 1, ok, True).all()):
+        return None
+    s = pmax.reciprocal()
+    return _Rows(m, s, s * t, low, n, xw[..., 0])
 
 
 def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -> _Rows | None:
