@@ -20,6 +20,12 @@ reports the median of the per-pair ratios, so that load from other processes
 hits both sides of a ratio alike. The last column is the time spent inside the
 monitor's own statistics per forward pass, measured directly. The load average
 is printed with the table: on a shared machine, read the ratio together with it.
+
+Two more measurements tell where the forward target's floor is. The every-row statistics of one
+eager layer, from the weights the model computed (``head_stats_of_logits(probs=...)``, as the
+monitor does) and from the logits alone. And what full coverage costs at the least where the
+weights never exist (SDPA): forming every logit once more and one softmax per layer, as a
+fraction of the plain forward pass.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import torch
 import transformers
 from torch import nn
 
-from attnscale import AttentionMonitor
+from attnscale import AttentionMonitor, head_stats_of_logits
 from attnscale._monitor import capture
 
 SEED = 0
@@ -190,3 +196,54 @@ for label, kwargs in [
         f"{1e3 * statistics.median(watched):>12.1f} {statistics.median(ratios):>6.2f} "
         f"{min(ratios):>5.2f}-{max(ratios):<5.2f}"
     )
+
+
+# -- the every-row statistics of one eager layer: from the model's weights, or from the logits --
+print("\nevery-row statistics of one gpt2-small layer (12 heads, 256 x 256, causal), per call")
+gen = torch.Generator().manual_seed(SEED)
+qk = torch.randn(1, 12, 256, 256, generator=gen) * 8
+visible = torch.ones(256, 256, dtype=torch.bool).tril()
+logits = torch.where(visible, qk / 8, torch.finfo(torch.float32).min)
+weights = logits.softmax(-1)
+for threads in (1, torch.get_num_threads()):
+    torch.set_num_threads(threads)
+    times: dict[str, list[float]] = {"weights": [], "logits": []}
+    for i in range(20):
+        for source in ("weights", "logits") if i % 2 == 0 else ("logits", "weights"):
+            t0 = time.perf_counter()
+            head_stats_of_logits(
+                logits, masked=~visible, raw=qk, probs=weights if source == "weights" else None
+            )
+            times[source].append(time.perf_counter() - t0)
+    w, lg = (statistics.median(times[s]) for s in ("weights", "logits"))
+    print(
+        f"{threads} thread(s): from the weights {1e3 * w:.2f} ms, from the logits alone "
+        f"{1e3 * lg:.2f} ms ({lg / w:.1f}x)"
+    )
+
+# -- what full coverage costs at the least on the SDPA path: every logit formed once more --
+# SDPA never materialises the weights, so statistics over every row must form q·kᵀ and one
+# softmax-sized pass per layer, whatever else they do: the floor under "sdpa, all_rows".
+model, _ = CASES["gpt2-small, sdpa"]()
+model.eval()
+q = torch.randn(1, 12, 256, 64, generator=gen)
+k = torch.randn(1, 12, 256, 64, generator=gen)
+plain_t: list[float] = []
+logits_t: list[float] = []
+with torch.no_grad():
+    for i in range(PAIRS + WARMUP):
+        t0 = time.perf_counter()
+        model(input_ids=ids)
+        t1 = time.perf_counter()
+        for _ in range(12):  # one per layer
+            (q @ k.transpose(-2, -1)).softmax(-1)
+        t2 = time.perf_counter()
+        if i >= WARMUP:
+            plain_t.append(t1 - t0)
+            logits_t.append(t2 - t1)
+print(
+    f"\nforming every logit and one softmax per layer, gpt2-small sdpa: "
+    f"{1e3 * statistics.median(logits_t):.1f} ms per forward, "
+    f"{statistics.median(logits_t) / statistics.median(plain_t):.1%} of the plain forward "
+    f"({1e3 * statistics.median(plain_t):.1f} ms)"
+)
