@@ -141,7 +141,8 @@ class AttentionMonitor:
         rows, max |q·k|), from q and k in key chunks, into ``AttentionStats.heads``. For
         SDPA, ``nn.MultiheadAttention`` (the whole batch, with its masks), eager FlexAttention
         (its ``score_mod`` and block mask applied, a block of rows at a time) and
-        hand-written attention. A head whose max logit passes the ``max_logit``
+        hand-written attention (from its logits and the weights it computed, with no
+        exponential). A head whose max logit passes the ``max_logit``
         threshold (QK-Clip's τ = 100) is a ``large-logits`` warning, with the step it first
         happened at over a run. Off by default: it costs about one more pass over the scores.
     sample_batch : int
