@@ -17,7 +17,8 @@ switched off: what intercepting every torch function and following the lineages 
 the softmax costs by itself, the floor under the other rows. The two measurements
 are interleaved pair by pair (alternating which one runs first), and the table
 reports the median of the per-pair ratios, so that load from other processes
-hits both sides of a ratio alike. The last column is the time spent inside the
+hits both sides of a ratio alike, with a 95% interval for that median: a target is met where
+the whole interval is under it, missed where the whole interval is over. The last column is the time spent inside the
 monitor's own statistics per forward pass, measured directly. The load average
 is printed with the table: on a shared machine, read the ratio together with it.
 
@@ -31,6 +32,7 @@ fraction of the plain forward pass.
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import statistics
 import time
@@ -44,7 +46,20 @@ from attnscale import AttentionMonitor, head_stats_of_logits
 from attnscale._monitor import capture
 
 SEED = 0
-WARMUP, PAIRS = 1, 7
+WARMUP, PAIRS = 1, 15
+
+
+def median_interval(values: list[float]) -> tuple[float, float]:
+    """A distribution-free interval for the median of ``values``: the order statistics k and
+    n + 1 - k, with k from the binomial distribution, covering it at least 95% of the time
+    where there are 6 values or more (the whole range, which is less sure, below that)."""
+    xs, n = sorted(values), len(values)
+    k, below = 0, 0.0  # below: P(Binomial(n, 1/2) <= k - 1)
+    while below + math.comb(n, k) / 2**n <= 0.025:
+        below += math.comb(n, k) / 2**n
+        k += 1
+    return (xs[0], xs[-1]) if k == 0 else (xs[k - 1], xs[n - k])
+
 
 stats_seconds = 0.0
 _guarded = capture.Capture._guarded
@@ -104,7 +119,7 @@ print(
 )
 print(
     f"{'model':<20} {'mode':<16} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
-    f"{'ratio range':>11} {'stats (ms)':>10}"
+    f"{'95% CI':>11} {'stats (ms)':>10}"
 )
 
 
@@ -148,7 +163,8 @@ for name, build in CASES.items():
         print(
             f"{name:<20} {mode:<16} {1e3 * statistics.median(t_plain):>10.1f} "
             f"{1e3 * statistics.median(t_mon):>12.1f} {statistics.median(ratios):>6.2f} "
-            f"{min(ratios):>5.2f}-{max(ratios):<5.2f} {1e3 * stats_seconds / PAIRS:>10.1f}"
+            f"{'{:.2f}-{:.2f}'.format(*median_interval(ratios)):>11} "
+            f"{1e3 * stats_seconds / PAIRS:>10.1f}"
         )
 
 
