@@ -54,7 +54,15 @@ def _worker(rank: int, folder: str) -> None:
 
 
 def test_statistics_are_combined_across_processes(tmp_path: Path) -> None:
-    mp.spawn(_worker, args=(str(tmp_path),), nprocs=2, join=True)
+    try:
+        mp.spawn(_worker, args=(str(tmp_path),), nprocs=2, join=True)
+    except mp.ProcessExitedException as err:
+        # About one run in thirty, a rank aborts in gloo's teardown ("terminate called without
+        # an active exception") after both wrote their results; the results are still judged
+        # below. An abort before that leaves a file missing, and fails here.
+        written = all((tmp_path / f"rank{r}.json").exists() for r in (0, 1))
+        if err.signal_name != "SIGABRT" or not written:
+            raise
     r0, r1 = (json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1))
     assert r1["logged"] == []
     assert [d["attn/step"] for d in r0["logged"]] == [0, 2]
