@@ -183,7 +183,7 @@ def test_merge_is_the_statistics_of_both_calls() -> None:
 
 
 class _LargestTensor(TorchDispatchMode):
-    """The largest tensor any operation creates."""
+    """The largest tensor any operation creates (a view of its input creates none)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -191,8 +191,13 @@ class _LargestTensor(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         out = func(*args, **(kwargs or {}))
+        inputs = {
+            a.untyped_storage().data_ptr()
+            for a in (*args, *(kwargs or {}).values())
+            if isinstance(a, torch.Tensor)
+        }
         for t in out if isinstance(out, (tuple, list)) else (out,):
-            if isinstance(t, torch.Tensor):
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in inputs:
                 self.largest = max(self.largest, t.numel())
         return out
 
@@ -274,14 +279,15 @@ def test_from_logits_whole_rows_and_key_chunks_agree(chunk: int | None) -> None:
         _assert_close(stats, ref)
 
 
+@pytest.mark.parametrize("chunk", [None, 5])  # one block of rows, or blocks of 4 rows
 @pytest.mark.parametrize("fill", [torch.finfo(torch.float32).min, -math.inf])
 def test_from_the_models_probabilities_without_an_exponential(
-    fill: float, monkeypatch: pytest.MonkeyPatch
+    fill: float, chunk: int | None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Given the weights the model computed, the statistics come from them and the logits,
     with no exponential: brute force's numbers, with a fully masked row, a head whose logits
     are all negative (max_logit < 0), a mask filled with ``fill``, and no mask at all.
-    Float16 weights, or a NaN, +inf or unmasked -inf logit, take the general path."""
+    Float16 weights, or an unmasked -inf logit, take the general path."""
     from attnscale import head_stats_of_logits
     from attnscale._monitor import every_row
 
@@ -298,13 +304,17 @@ def test_from_the_models_probabilities_without_an_exponential(
         raise AssertionError("the general path ran")
 
     monkeypatch.setattr(every_row, "_whole_rows", refused)
-    stats = head_stats_of_logits(logits, masked=~visible, raw=qk, probs=weights)
+    with _LargestTensor() as mode:
+        stats = head_stats_of_logits(logits, masked=~visible, raw=qk, probs=weights, chunk=chunk)
+    if chunk is not None:  # a block of rows at a time, and the per-row statistics stacked
+        rows = 2 * 4 * 10
+        assert mode.largest <= max(rows * chunk, 6 * rows) < logits.numel()
     ref = _brute(q, k, 0.25, visible, bias)
     _assert_close(stats, ref)
     assert float(stats.max_logit[1]) < 0
     unmasked = (qk * 0.25 + bias).softmax(-1)
     _assert_close(
-        head_stats_of_logits(qk * 0.25 + bias, probs=unmasked),
+        head_stats_of_logits(qk * 0.25 + bias, probs=unmasked, chunk=chunk),
         {
             n: v
             for n, v in _brute(q, k, 0.25, torch.ones(1, dtype=torch.bool), bias).items()

@@ -8,7 +8,9 @@ rows see), and otherwise one chunk of keys at a time, with an online softmax (th
 maximum, sum and entropy term of every row are rescaled as a new chunk raises the maximum).
 Either way memory is O(B·H·L) plus one chunk of logits, never the $L \times S$ matrix,
 whatever path the model's attention takes. A block of whole rows takes a dozen passes and no
-merging: fewer operations, which is most of the cost at the sizes of a forward pass.
+merging: fewer operations, which is most of the cost at the sizes of a forward pass. Where the
+model computed the weights (hand-written attention), a block takes a few passes over its logits
+and weights, and no exponential.
 
 Definitions:
 
@@ -295,7 +297,7 @@ def head_stats_of_logits(
     if probs is not None and probs.shape == logits.shape:
         if collapsed is not None and collapsed.dim() > x.dim():  # batch axes flattened as x's
             collapsed = _collapsed(collapsed.broadcast_to(logits.shape).reshape(x.shape))
-        state = _from_probabilities(x, probs.detach().reshape(x.shape), collapsed, work)
+        state = _from_probabilities(x, probs.detach().reshape(x.shape), collapsed, work, chunk)
     if state is None:
         keep = None if collapsed is None else ~collapsed
         masks = _Masks(keep, False, batch, heads, heads, length, x.device, work)
@@ -312,10 +314,11 @@ def head_stats_of_logits(
 
 
 def _from_probabilities(
-    x: torch.Tensor, p: torch.Tensor, masked: torch.Tensor | None, work: torch.dtype
+    x: torch.Tensor, p: torch.Tensor, masked: torch.Tensor | None, work: torch.dtype, chunk: int
 ) -> _Rows | None:
     """The rows' statistics from the logits and the softmax the model computed from them,
-    without an exponential. At the row's largest logit m the probability is e^(m - lse), so
+    without an exponential, in blocks of whole rows of about ``chunk`` keys' worth of values
+    (as ``_whole_rows``). At the row's largest logit m the probability is e^(m - lse), so
     the sum s = Σ e^(x-m) is 1 / max p, and the entropy term is t = s · Σ p (x - m), a sum
     of terms <= 0 (no cancellation); masked entries hold no probability worth counting.
     None, for the general path, where the probabilities are not float32 or float64 or the
@@ -323,28 +326,40 @@ def _from_probabilities(
     unmasked -inf logit."""
     if p.dtype not in (torch.float32, torch.float64) or not x.numel():
         return None
-    xw = x.to(work)  # the model's own tensor where it already is: read, never written
-    high = xw.amax(-1)
-    if masked is None:
-        low, m, n = xw.amin(-1), high, torch.full_like(high, x.shape[-1])
-    else:
-        keep = ~masked.reshape((1,) * (x.dim() - masked.dim()) + tuple(masked.shape))
-        inf = torch.zeros(keep.shape, dtype=work, device=x.device).masked_fill_(~keep, math.inf)
-        low = torch.add(xw, inf).amin(-1)  # the smallest visible entry
-        if bool(low.isnan().any()):  # masked -inf entries met +inf
-            low = torch.where(keep, xw, math.inf).amin(-1)
-        m = torch.sub(xw, inf).amax(-1)  # the largest visible entry
-        n = keep.sum(-1, dtype=work).broadcast_to(high.shape)
-    # below e^-80 a term is lost against the top one's 1: masked entries (-inf or finfo.min)
-    # become -80 with a probability of 0, and add nothing
-    centred = torch.sub(xw, m.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
-    pmax = p.amax(-1).to(work)
-    t = centred.mul_(p).sum(-1)
-    ok = (m == high) & torch.isfinite(low) & torch.isfinite(t) & (pmax > 0)
-    if not bool(torch.where(n >= 1, ok, True).all()):
+    b, heads, length, keys = x.shape
+    inf = n = None  # +inf where masked, and the visible keys per row, at the mask's own size
+    if masked is not None:
+        shaped = masked.reshape((1,) * (x.dim() - masked.dim()) + tuple(masked.shape))
+        inf = torch.zeros(shaped.shape, dtype=work, device=x.device).masked_fill_(shaped, math.inf)
+        n = (~shaped).sum(-1, dtype=work)
+    step = max(1, (b * heads * length * chunk) // max(1, b * heads * keys))
+    parts = []
+    for r0 in range(0, length, step):
+        rows = slice(r0, min(r0 + step, length))
+        xw = x[:, :, rows].to(work)  # the model's own tensor where it already is: never written
+        high = xw.amax(-1)
+        low = m = high
+        if inf is not None:
+            here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
+            low = torch.add(xw, here).amin(-1)  # the smallest visible entry
+            if bool(low.isnan().any()):  # masked -inf entries met +inf
+                low = torch.where(here == math.inf, math.inf, xw).amin(-1)
+            m = torch.sub(xw, here).amax(-1)  # the largest visible entry
+        else:
+            low = xw.amin(-1)
+        # below e^-80 a term is lost against the top one's 1: masked entries (-inf or
+        # finfo.min) become -80 with a probability of 0, and add nothing
+        centred = torch.sub(xw, m.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
+        pmax = p[:, :, rows].amax(-1).to(work)
+        t = centred.mul_(p[:, :, rows]).sum(-1)
+        ok = (m == high) & torch.isfinite(low) & torch.isfinite(t) & (pmax > 0)
+        parts.append((m, pmax, t, low, xw[..., 0], ok))
+    m, pmax, t, low, first, ok = (torch.cat(f, -1) for f in zip(*parts, strict=True))
+    count = torch.full_like(m, keys) if n is None else n.broadcast_to(m.shape)
+    if not bool(torch.where(count >= 1, ok, True).all()):
         return None
     s = pmax.reciprocal()
-    return _Rows(m, s, s * t, low, n, xw[..., 0])
+    return _Rows(m, s, s * t, low, count, first)
 
 
 def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -> _Rows | None:
