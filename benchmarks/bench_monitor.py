@@ -18,9 +18,9 @@ the softmax costs by itself, the floor under the other rows. The two measurement
 are interleaved pair by pair (alternating which one runs first), and the table
 reports the median of the per-pair ratios, so that load from other processes
 hits both sides of a ratio alike, with a 95% interval for that median: a target is met where
-the whole interval is under it, missed where the whole interval is over. The last column is the time spent inside the
-monitor's own statistics per forward pass, measured directly. The load average
-is printed with the table: on a shared machine, read the ratio together with it.
+the whole interval is under it, missed where the whole interval is over. The last column is
+the time spent inside the monitor's own statistics per forward pass, measured directly. The
+load average is printed with the table: on a shared machine, read the ratio together with it.
 
 Two more measurements tell where the forward target's floor is. The every-row statistics of one
 eager layer, from the weights the model computed (``head_stats_of_logits(probs=...)``, as the

@@ -249,10 +249,8 @@ def _fold(
     out. Every pass reads the block from memory, so there are as few as can be."""
     low = None
     if bias is not None:
-        above = bias.masked_fill(bias == -math.inf, math.inf)  # masked: not the row's minimum
-        low = torch.add(x, above).amin(-1)
-        if bool(low.isnan().any()):  # masked -inf logits met +inf: not the minimum either
-            low = torch.add(x, above).nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
+        # masked: not the row's minimum
+        low = _smallest_visible(x, bias.masked_fill(bias == -math.inf, math.inf))
         x = x.add_(bias) if own else torch.add(x, bias)
     elif not own:
         x = x.to(work, copy=True)
@@ -337,16 +335,13 @@ def _from_probabilities(
     for r0 in range(0, length, step):
         rows = slice(r0, min(r0 + step, length))
         xw = x[:, :, rows].to(work)  # the model's own tensor where it already is: never written
-        high = xw.amax(-1)
-        low = m = high
-        if inf is not None:
-            here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
-            low = torch.add(xw, here).amin(-1)  # the smallest visible entry
-            if bool(low.isnan().any()):  # masked -inf entries met +inf
-                low = torch.where(here == math.inf, math.inf, xw).amin(-1)
-            m = torch.sub(xw, here).amax(-1)  # the largest visible entry
-        else:
+        high = m = xw.amax(-1)
+        if inf is None:
             low = xw.amin(-1)
+        else:
+            here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
+            low = _smallest_visible(xw, here)
+            m = torch.sub(xw, here).amax(-1)  # the largest visible entry
         # below e^-80 a term is lost against the top one's 1: masked entries (-inf or
         # finfo.min) become -80 with a probability of 0, and add nothing
         centred = torch.sub(xw, m.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
@@ -360,6 +355,15 @@ def _from_probabilities(
         return None
     s = pmax.reciprocal()
     return _Rows(m, s, s * t, low, count, first)
+
+
+def _smallest_visible(x: torch.Tensor, above: torch.Tensor) -> torch.Tensor:
+    """Each row's smallest entry of ``x`` outside the masked ones, where ``above`` is +inf
+    (and 0, or a bias, elsewhere)."""
+    low = torch.add(x, above).amin(-1)
+    if bool(low.isnan().any()):  # masked -inf logits met +inf: not the minimum either
+        low = torch.add(x, above).nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
+    return low
 
 
 def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -> _Rows | None:
