@@ -134,7 +134,7 @@ print(
     f"transformers {transformers.__version__}"
 )
 print(
-    f"{'model':<20} {'mode':<20} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
+    f"{'model':<20} {'mode':<24} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
     f"{'95% CI':>11} {'stats (ms)':>10}  target"
 )
 FORWARD_TARGET = 1.05  # gpt2-small with every row's statistics (all_rows)
@@ -199,7 +199,7 @@ for name, build in CASES.items():
         if name.startswith("gpt2-small") and mode.endswith("all_rows"):
             target = f"<={FORWARD_TARGET}: {verdict(interval, FORWARD_TARGET)}"
         print(
-            f"{name:<20} {mode:<20} {1e3 * statistics.median(t_plain):>10.1f} "
+            f"{name:<20} {mode:<24} {1e3 * statistics.median(t_plain):>10.1f} "
             f"{1e3 * statistics.median(t_mon):>12.1f} {statistics.median(ratios):>6.2f} "
             f"{'{:.2f}-{:.2f}'.format(*interval):>11} "
             f"{1e3 * stats_seconds / PAIRS:>10.1f}  {target}"

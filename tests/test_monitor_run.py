@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import weakref
 from typing import Any
 
 import pytest
@@ -73,6 +74,47 @@ def test_gradient_accumulation_counts_optimizer_steps() -> None:
     _train(monitor, model, opt, steps=5, accum=3)
     (record,) = monitor.report().records
     assert [s.run_step for s in record.series] == [0, 0, 0, 2, 2, 2, 4, 4, 4]
+
+
+@pytest.mark.parametrize("step_inside", [True, False])
+def test_a_block_per_step_logs_every_measured_step_once(step_inside: bool) -> None:
+    """Entering the monitor around each step, with the optimizer's step inside the block or
+    after it: every step counts, and each measured one is logged once, with its gradients."""
+    torch.manual_seed(0)
+    model = Tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    logged: list[dict[str, float]] = []
+    monitor = AttentionMonitor(model, every=2, optimizer=opt, log=logged.append)
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(7):
+        with monitor:
+            model(torch.randn(2, 6, 16, generator=gen)).square().backward()
+            if step_inside:
+                opt.step()
+        if not step_inside:
+            opt.step()
+        opt.zero_grad()
+    assert monitor.step == 7
+    (record,) = monitor.report().records
+    assert [s.run_step for s in record.series] == [0, 2, 4, 6]
+    assert [d["attn/step"] for d in logged] == [0, 2, 4, 6]
+    grad = f"attn/{record.where}/logit_grad_norm"
+    assert [d[grad] for d in logged] == [s.logit_grad_norm for s in record.series]
+
+
+def test_a_dropped_monitor_leaves_no_hook_on_the_optimizer() -> None:
+    model = Tiny()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-2)
+    hooks = len(opt._optimizer_step_post_hooks)
+    monitor = AttentionMonitor(model, optimizer=opt)
+    with monitor:
+        model(torch.randn(2, 6, 16)).backward()
+    assert len(opt._optimizer_step_post_hooks) == hooks + 1  # outlives the block
+    gone = weakref.ref(monitor)
+    del monitor
+    assert gone() is None  # freed at once: no reference cycle through the hook
+    assert len(opt._optimizer_step_post_hooks) == hooks
+    opt.step()
 
 
 def test_without_an_optimizer_the_step_is_the_models_calls() -> None:

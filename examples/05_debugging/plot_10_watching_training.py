@@ -408,8 +408,9 @@ Table(
 # The training step of this model (forward, backward, AdamW) timed side by side on the machine
 # that built this page, in alternating blocks of 20 steps: without the monitor, with it at
 # `every=10` and at `every=1`, both with `all_rows=True`. The ratio is the median block time over
-# the median block time without the monitor. For the GPT-2-small shape and the peers'
-# overheads, run `python benchmarks/bench_monitor.py`.
+# the median block time without the monitor. For the GPT-2-small shape, and a peer's cost
+# (the entropy of the weights `output_attentions` returns), run
+# `python benchmarks/bench_monitor.py`.
 
 # %%
 model, opt, gen = setup("inverse_sqrt")

@@ -164,10 +164,13 @@ class AttentionMonitor:
         list is full, every other point is dropped and the site keeps one call in two from
         then on. ``None`` keeps every point (a forward pass, a few steps).
     optimizer : torch.optim.Optimizer, optional
-        The optimizer whose steps the monitor counts (a post-hook on ``optimizer.step``).
+        The optimizer whose steps the monitor counts (a post-hook on ``optimizer.step``,
+        kept while the monitor exists: steps taken outside its ``with`` block count too, so
+        a loop may enter the monitor around each step).
     log : callable, optional
-        Called at the end of each measured step (after the optimizer's step, so gradient
-        norms are in) with a flat dict of finite floats: ``attn/<site>/<statistic>`` for the
+        Called once at the end of each measured step (after the optimizer's step, so
+        gradient norms are in; without an optimizer, at the next model call or the block's
+        end) with a flat dict of finite floats: ``attn/<site>/<statistic>`` for the
         sampled statistics, and with ``all_rows`` the per-head ``max_logit``, ``entropy``
         (mean $H/\log n$ over the rows) and QK-Clip's factor ``qk_clip`` =
         min(1, τ / max logit) (logged, never applied), plus

@@ -3,7 +3,9 @@ and what is handed to the user's logger at the end of each measured step.
 
 The step follows the optimizer when one is given (a post-hook on ``optimizer.step``, so
 gradient accumulation counts one step per update), and otherwise the calls of the monitored
-model. Memory is bounded by ``history``: each site keeps at most that many points, evenly
+model. The optimizer's hook stays for the monitor's life, not only while its block runs: a
+loop that enters the monitor around each step, or steps the optimizer outside it, still
+counts every step, and each measured step is logged once, when the optimizer takes it. Memory is bounded by ``history``: each site keeps at most that many points, evenly
 spread over the run. When a site's list is full, every other point is dropped and the site
 keeps one call in two from then on (then one in four ...), so the list always spans the whole
 run at one spacing. Running aggregates would use less memory, but the curves (a max logit
@@ -18,6 +20,7 @@ process; every process must run the monitor, with or without a ``log``.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +58,9 @@ class Run:
         log: Log | None,
         qk_clip_tau: float,
     ) -> None:
-        self.capture = capture
+        # weakly: the optimizer's hook outlives a block, and must not keep a dropped monitor
+        # (and the hook's collective, under torch.distributed) alive until a garbage collection
+        self._capture = weakref.ref(capture)
         self.every, self.history, self.log, self.qk_clip_tau = every, history, log, qk_clip_tau
         self.step = 0
         self.model_calls = 0
@@ -83,20 +88,29 @@ class Run:
         self._gate()
 
     def _gate(self) -> None:
-        self.capture.measuring = self.step % self.every == 0
+        capture = self._capture()
+        if capture is not None:
+            capture.measuring = self.step % self.every == 0
 
     def open(self) -> None:
         """The monitor's block starts (again): follow the optimizer, measure if due."""
         if self.optimizer is not None and self._handle is None:
-            self._handle = self.optimizer.register_step_post_hook(self._optimizer_step)
+            run = weakref.ref(self)
+
+            def on_step(*_: Any) -> None:
+                alive = run()
+                if alive is not None:
+                    alive._optimizer_step()
+
+            self._handle = self.optimizer.register_step_post_hook(on_step)
+            weakref.finalize(self, self._handle.remove)  # the monitor is gone: so is the hook
         self._gate()
 
     def close(self) -> None:
-        """The monitor exits: log the last step, stop following the optimizer."""
-        self._end_step()
-        if self._handle is not None:
-            self._handle.remove()
-            self._handle = None
+        """The monitor's block ends. Without an optimizer, the step of the last model call is
+        logged now; with one, when the optimizer takes it (the step may not be over)."""
+        if self.optimizer is None:
+            self._end_step()
 
     # -- history ------------------------------------------------------------------
 
@@ -119,8 +133,8 @@ class Run:
     # -- the log hook ---------------------------------------------------------------
 
     def _end_step(self) -> None:
-        if self._logged_step == self.step:
-            return
+        if self._logged_step == self.step or self.step % self.every:
+            return  # logged, or not measured on any process (they share the schedule)
         self._logged_step = self.step
         distributed = _world() > 1
         if self.log is None and not distributed:
