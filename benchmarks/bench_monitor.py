@@ -208,11 +208,12 @@ for name, build in CASES.items():
 
 # -- a training step over a run: forward, backward and AdamW, with the monitor at every=N --
 
-TRAIN_PAIRS, BLOCK = 6, 10  # pairs of BLOCK-step blocks: one measured step per block at every=10
+TRAIN_BLOCKS, BLOCK = 10, 10  # blocks of BLOCK pairs of steps: a block holds one measured step
 TRAIN_TARGETS = {1: 1.10, 10: 1.02}  # every=N: the most a training step may cost
 print(
     f"\ntraining steps (forward, backward, AdamW), gpt2-small sdpa, every row's statistics "
-    f"(all_rows); {TRAIN_PAIRS} pairs of {BLOCK}-step blocks, medians"
+    f"(all_rows); {TRAIN_BLOCKS} blocks of {BLOCK} pairs of steps, one step plain and one "
+    f"in the monitor; the ratio of each block's sums, medians"
 )
 print(
     f"{'monitor':<28} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} {'95% CI':>11}  target"
@@ -223,27 +224,34 @@ opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 ids = torch.randint(0, 50257, (1, 256), generator=torch.Generator().manual_seed(SEED))
 
 
-def block(monitor: AttentionMonitor | None) -> float:
-    """Seconds per training step over BLOCK steps, inside ``monitor`` when given."""
+def train_step(monitor: AttentionMonitor | None) -> float:
+    """Seconds for one training step, inside ``monitor`` (entering and leaving it included)
+    when given."""
     t0 = time.perf_counter()
     with monitor if monitor is not None else contextlib.nullcontext():
-        for _ in range(BLOCK):
-            model(input_ids=ids).last_hidden_state.square().mean().backward()
-            opt.step()
-            opt.zero_grad()
-    return (time.perf_counter() - t0) / BLOCK
+        model(input_ids=ids).last_hidden_state.square().mean().backward()
+        opt.step()
+        opt.zero_grad()
+    return time.perf_counter() - t0
 
 
 for every, target in TRAIN_TARGETS.items():
-    # one monitor for the whole run, as in training
-    monitor = AttentionMonitor(model, optimizer=opt, history=100, every=every, all_rows=True)
-    block(None)
-    block(monitor)
+    # One monitor for the run. Its steps are the monitored model's calls (no optimizer given):
+    # the plain steps between them, outside the monitor, are not counted, so one monitored step
+    # in `every` is measured. Steps alternate plain and monitored (in either order), so that
+    # slow drifts of the machine's speed hit both sides of a block's ratio alike.
+    monitor = AttentionMonitor(model, history=100, every=every, all_rows=True)
+    for watch in (False, True) * BLOCK:
+        train_step(monitor if watch else None)
     plain: list[float] = []
     watched: list[float] = []
-    for i in range(TRAIN_PAIRS):
-        for watch in (False, True) if i % 2 == 0 else (True, False):
-            (watched if watch else plain).append(block(monitor if watch else None))
+    for _ in range(TRAIN_BLOCKS):
+        sums = {False: 0.0, True: 0.0}
+        for i in range(BLOCK):
+            for watch in (False, True) if i % 2 == 0 else (True, False):
+                sums[watch] += train_step(monitor if watch else None)
+        plain.append(sums[False] / BLOCK)
+        watched.append(sums[True] / BLOCK)
     ratios = [m / p for m, p in zip(watched, plain, strict=True)]
     interval = median_interval(ratios)
     print(
