@@ -5,10 +5,12 @@ The step follows the optimizer when one is given (a post-hook on ``optimizer.ste
 gradient accumulation counts one step per update), and otherwise the calls of the monitored
 model. The optimizer's hook stays for the monitor's life, not only while its block runs: a
 loop that enters the monitor around each step, or steps the optimizer outside it, still
-counts every step, and each measured step is logged once, when the optimizer takes it. Memory is bounded by ``history``: each site keeps at most that many points, evenly
-spread over the run. When a site's list is full, every other point is dropped and the site
-keeps one call in two from then on (then one in four ...), so the list always spans the whole
-run at one spacing. Running aggregates would use less memory, but the curves (a max logit
+counts every step, and each measured step is logged once, when the optimizer takes it.
+
+Memory is bounded by ``history``: each site keeps at most that many points, evenly spread
+over the run. When a site's list is full, every other point is dropped and the site keeps one
+call in two from then on (then one in four ...), so the list always spans the whole run at
+one spacing. Running aggregates would use less memory, but the curves (a max logit
 that grows, an entropy that falls) are what the guide's checklist asks to look at.
 
 Under ``torch.distributed``, each process measures its own batches, and at the end of each
