@@ -127,6 +127,26 @@ def test_without_an_optimizer_the_step_is_the_models_calls() -> None:
     assert monitor.step == 4
 
 
+def test_the_steps_the_schedule_skips_run_without_the_interception() -> None:
+    """Off the schedule, the monitor's mode is off the torch-function stack: those steps pay
+    nothing for it; on the measured steps it is back, and measures."""
+    depth: list[int] = []
+
+    class Probe(nn.Module):
+        def forward(self, q: torch.Tensor) -> torch.Tensor:
+            depth.append(torch._C._len_torch_function_stack())
+            return torch.softmax(q @ q.transpose(-2, -1) * 0.5, dim=-1)
+
+    model, base = Probe(), torch._C._len_torch_function_stack()
+    monitor = AttentionMonitor(model, every=3)
+    with torch.no_grad(), monitor:
+        for _ in range(7):
+            model(torch.randn(1, 1, 3, 4))
+    assert [d - base for d in depth] == [1, 0, 0, 1, 0, 0, 1]
+    assert [s.run_step for s in monitor.report().records[0].series] == [0, 3, 6]
+    assert torch._C._len_torch_function_stack() == base
+
+
 def test_history_stays_bounded_over_ten_thousand_steps() -> None:
     """10,000 monitored calls, 64 points kept, evenly spread over the whole run."""
 

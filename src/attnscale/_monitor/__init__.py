@@ -155,8 +155,9 @@ class AttentionMonitor:
         this many logits (sampled batch x heads x rows x keys): the cost of the statistics
         per call stays bounded for many heads and long sequences.
     every : int
-        Over a training run: measure only every ``every``-th step (the monitor costs almost
-        nothing on the others). The step is [step][attnscale.AttentionMonitor.step]:
+        Over a training run: measure only every ``every``-th step. On the others the monitor
+        intercepts nothing (its torch-function mode is off the stack); only the module hooks
+        that count the steps run. The step is [step][attnscale.AttentionMonitor.step]:
         ``optimizer.step()`` calls if ``optimizer`` is given (gradient accumulation counts
         one step per update), else calls of the monitored model.
     history : int, optional

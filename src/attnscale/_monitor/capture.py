@@ -137,7 +137,8 @@ class Capture(TorchFunctionMode):
         if skip_code is not None:
             skip_code(Capture.__torch_function__.__code__)
         REGISTRY.add(self)
-        torch._C._push_on_torch_function_stack(self)
+        if self.measuring:
+            torch._C._push_on_torch_function_stack(self)
         self.active = True
 
     def stop(self) -> None:
@@ -151,6 +152,23 @@ class Capture(TorchFunctionMode):
         REGISTRY.remove(self)
         self.lineages.clear()
         self._recent.clear()
+
+    def set_measuring(self, on: bool) -> None:
+        """Measure from now on, or not. Not measuring, the mode leaves the torch-function
+        stack, so the steps a run's schedule skips pay nothing for the interception."""
+        if on == self.measuring:
+            return
+        self.measuring = on
+        if not self.active:
+            return  # start() places the mode
+        if REGISTRY.suspended is not None:  # a fused module runs: change the stack it restores
+            module, modes = REGISTRY.suspended
+            modes = [m for m in modes if m is not self]
+            REGISTRY.suspended = (module, [*modes, self] if on else modes)
+        elif on:
+            torch._C._push_on_torch_function_stack(self)
+        else:
+            set_stack([m for m in stack_snapshot() if m is not self])
 
     # -- where are we ---------------------------------------------------------
 

@@ -92,7 +92,7 @@ class Run:
     def _gate(self) -> None:
         capture = self._capture()
         if capture is not None:
-            capture.measuring = self.step % self.every == 0
+            capture.set_measuring(self.step % self.every == 0)
 
     def open(self) -> None:
         """The monitor's block starts (again): follow the optimizer, measure if due."""
