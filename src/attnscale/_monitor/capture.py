@@ -138,17 +138,12 @@ class Capture(TorchFunctionMode):
             skip_code(Capture.__torch_function__.__code__)
         REGISTRY.add(self)
         if self.measuring:
-            torch._C._push_on_torch_function_stack(self)
+            self._place_mode(True)
         self.active = True
 
     def stop(self) -> None:
         self.active = False
-        # remove this mode wherever it is: monitors may exit in any order
-        if REGISTRY.suspended is not None:
-            module, modes = REGISTRY.suspended
-            REGISTRY.suspended = (module, [m for m in modes if m is not self])
-        else:
-            set_stack([m for m in stack_snapshot() if m is not self])
+        self._place_mode(False)
         REGISTRY.remove(self)
         self.lineages.clear()
         self._recent.clear()
@@ -159,9 +154,14 @@ class Capture(TorchFunctionMode):
         if on == self.measuring:
             return
         self.measuring = on
-        if not self.active:
-            return  # start() places the mode
-        if REGISTRY.suspended is not None:  # a fused module runs: change the stack it restores
+        if self.active:  # else start() places the mode
+            self._place_mode(on)
+
+    def _place_mode(self, on: bool) -> None:
+        """Put this mode on top of the torch-function stack, or take it off wherever it is
+        (monitors may exit in any order); while a fused module runs with every monitor's mode
+        off, on or off the stack that module's end restores."""
+        if REGISTRY.suspended is not None:
             module, modes = REGISTRY.suspended
             modes = [m for m in modes if m is not self]
             REGISTRY.suspended = (module, [*modes, self] if on else modes)

@@ -324,16 +324,14 @@ def _from_probabilities(
     unmasked -inf logit."""
     if p.dtype not in (torch.float32, torch.float64) or not x.numel():
         return None
-    b, heads, length, keys = x.shape
+    length, keys = x.shape[-2:]
     inf = n = None  # +inf where masked, and the visible keys per row, at the mask's own size
     if masked is not None:
         shaped = masked.reshape((1,) * (x.dim() - masked.dim()) + tuple(masked.shape))
         inf = torch.zeros(shaped.shape, dtype=work, device=x.device).masked_fill_(shaped, math.inf)
         n = (~shaped).sum(-1, dtype=work)
-    step = max(1, (b * heads * length * chunk) // max(1, b * heads * keys))
     parts = []
-    for r0 in range(0, length, step):
-        rows = slice(r0, min(r0 + step, length))
+    for rows in _row_blocks(length, keys, chunk):
         xw = x[:, :, rows].to(work)  # the model's own tensor where it already is: never written
         high = m = xw.amax(-1)
         if inf is None:
@@ -357,6 +355,12 @@ def _from_probabilities(
     return _Rows(m, s, s * t, low, count, first)
 
 
+def _row_blocks(length: int, keys: int, chunk: int) -> list[slice]:
+    """Blocks of whole rows, each about ``chunk`` keys' worth of values (at least one row)."""
+    step = max(1, (length * chunk) // max(1, keys))
+    return [slice(r0, min(r0 + step, length)) for r0 in range(0, length, step)]
+
+
 def _smallest_visible(x: torch.Tensor, above: torch.Tensor) -> torch.Tensor:
     """Each row's smallest entry of ``x`` outside the masked ones, where ``above`` is +inf
     (and 0, or a bias, elsewhere)."""
@@ -370,12 +374,10 @@ def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -
     """The rows' statistics from blocks of whole rows (about ``chunk`` keys' worth of values
     each), in a dozen passes per block and no merging; None where ``_fold`` finds a
     non-finite logit that no mask explains."""
-    b, heads, length, keys = x.shape
+    length, keys = x.shape[-2:]
     bias, visible = masks.chunk(slice(0, keys), 0)  # -inf where masked, at the mask's shape
-    step = max(1, (b * heads * length * chunk) // max(1, b * heads * keys))
     parts = []
-    for r0 in range(0, length, step):
-        rows = slice(r0, min(r0 + step, length))
+    for rows in _row_blocks(length, keys, chunk):
         here = None if bias is None else bias if bias.shape[-2] == 1 else bias[..., rows, :]
         folded = _fold(x[:, :, rows], here, work, own=False)
         if folded is None:
