@@ -43,9 +43,13 @@ CATALOGUE = ROOT / "i18n" / "zh" / "catalogue"
 GENERATED = ROOT / "docs" / "generated"
 
 # a number, or a hex digest (a code hash, a commit: 7 or more hex digits, letters and digits
-# both), which is one value, not a word with numbers in it
+# both), which is one value, not a word with numbers in it. A sign is part of its number
+# ("+150" and "-150" have one shape, so a run whose number changes sign needs no new entry)
+# where it stands before it alone, not after a word or a number ("Gemma-2", "2026-12-02").
 _NUMBER = re.compile(
-    r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b|\d+(?:\.\d+)?(?:e[+-]?\d+)?|\b(?:inf|nan)\b"
+    r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b"
+    r"|(?<![\w.)}\]])[-+\u2212]?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+    r"|\d+(?:\.\d+)?(?:e[+-]?\d+)?|[-+]?\b(?:inf|nan)\b"
 )
 _SLOT = re.compile(r"\{(\d*)\}")
 _ENTRY = re.compile(r"^<!-- en: (?P<en>.*?) -->[ \t]*$", re.M)

@@ -23,15 +23,18 @@ after removing docstrings, comments (``ast``) and the code that only checks a ru
 invalidate hours of computation.
 
 An edit to the code that only moves or renames it (a refactor) changes the hash but not a
-single number. So each full run also stores a *fingerprint* in its provenance: a SHA-256 of
-every array of every part at the reduced budget, run on the CPU with one thread, where the
-result is the same bit for bit from run to run (with two threads, reductions split
-differently and the last bits move).
-Where the code hash differs, [load][] reruns the fingerprint (seconds) and accepts the stored
-run only if today's code reproduces it exactly; any change of behaviour, down to one bit of
-one array, makes the run stale. [confirm][] (``python -m attnscale._docs.stored confirm
-NAME``) records a code hash that reproduced it, so that other Pythons and torch releases,
-whose fingerprints differ in the last bits, accept the run too.
+single number. So each full run also stores a *fingerprint* in its provenance: every array of
+every part at the reduced budget, run on the CPU with one thread, kept as SHA-256 hashes per
+*arithmetic* (the CPU model, ATen's CPU capability, the BLAS and its reproducibility mode, torch
+and Python: where these are the same, one thread gives the same bits from run to run) and once
+as values (``fingerprint.npz``). Where the code hash differs, [load][] reruns the fingerprint
+(seconds) and accepts the stored run only if today's code reproduces it: bit for bit on an
+arithmetic where it was recorded, and elsewhere within the experiment's ``tolerances``, which
+are set from the spread measured across arithmetics (``python -m attnscale._docs.stored spread
+NAME`` measures it, and shows that a planted change of behaviour lies outside). [confirm][]
+(``python -m attnscale._docs.stored confirm NAME``) records a code hash that reproduced it, so
+that no build reruns it again; ``fingerprint NAME`` records the bits of this machine's
+arithmetic.
 """
 
 from __future__ import annotations
@@ -48,11 +51,13 @@ import json
 import math
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -69,6 +74,7 @@ __all__ = [
     "Experiment",
     "StaleResults",
     "Stored",
+    "arithmetic",
     "checks_table",
     "close",
     "code_hash",
@@ -78,6 +84,7 @@ __all__ = [
     "load",
     "rerun",
     "same_direction",
+    "spread",
     "store_fingerprint",
     "verify",
 ]
@@ -90,6 +97,11 @@ COMMAND = "nox -s experiments -- {name}"
 
 Arrays = dict[str, np.ndarray]
 Budget = dict[str, Any]
+#: ``part/array`` pattern (``fnmatch``) -> (rtol, atol): how far a fingerprint rerun on another
+#: arithmetic may lie from the stored values; the first matching pattern applies, and an array
+#: that none matches must be equal.
+Tolerances = Mapping[str, tuple[float, float]]
+FINGERPRINT_VALUES = "fingerprint.npz"
 
 
 class StaleResults(RuntimeError):
@@ -155,6 +167,7 @@ class Stored:
     parts: dict[str, Arrays]
     provenance: dict[str, Any]
     code_hash_now: str = ""  # today's code hash, where it differs from the stored run's
+    reproduced: str = "bit for bit"  # how today's code reproduced the fingerprint
 
     @property
     def budget(self) -> dict[str, Any]:
@@ -184,7 +197,8 @@ class Stored:
         if self.code_hash_now:
             # a "label: value" line, which the Chinese catalogue keeps whole
             lines.append(
-                f"  current code: hash {self.code_hash_now[:12]} (fingerprint reproduced bit for bit)"
+                f"  current code: hash {self.code_hash_now[:12]} (fingerprint reproduced "
+                f"{self.reproduced})"
             )
         lines.append(f"  refresh with: {COMMAND.format(name=self.name)}")
         return "\n".join(lines)
@@ -213,7 +227,7 @@ def names() -> list[str]:
 # Module-level names that check a run rather than produce it: the reduced budget and the
 # agreement checks. They stay out of the code hash, so tightening a check or shrinking the
 # reduced budget does not discard a stored run that took hours.
-CHECKING = frozenset({"agree", "REDUCED"})
+CHECKING = frozenset({"agree", "REDUCED", "TOLERANCES"})
 
 
 def _assigned(node: ast.stmt) -> set[str]:
@@ -282,8 +296,9 @@ def load(name: str, *, root: Path | None = None) -> Stored:
     Raises
     ------
     StaleResults
-        If no complete full run is stored, or the code hash differs from today's; the message
-        names the experiment and the command that refreshes it.
+        If no complete full run is stored, or the code hash differs from today's and today's
+        code does not reproduce the stored fingerprint; the message names the experiment and
+        the command that refreshes it.
     """
     exp = experiment(name)
     folder = _folder(name, root)
@@ -301,14 +316,16 @@ def load(name: str, *, root: Path | None = None) -> Stored:
             f"experiment {name!r}: its full budget changed since the stored full run; {refresh}"
         )
     now = code_hash(exp)
+    how = "bit for bit"
     if prov["code_hash"] != now:
-        why = _not_reproduced(exp, folder, prov, now)
+        how, why = _reproduced(exp, folder, prov, now)
         if why:
             raise StaleResults(
                 f"experiment {name!r}: its code changed since the stored full run (stored code "
                 f"hash {prov['code_hash'][:12]}, now {now[:12]}) and {why}; {refresh}"
             )
-    return Stored(name, _arrays(folder, expected), prov, "" if prov["code_hash"] == now else now)
+    changed = "" if prov["code_hash"] == now else now
+    return Stored(name, _arrays(folder, expected), prov, changed, how)
 
 
 def _arrays(folder: Path, parts: Sequence[str]) -> dict[str, Arrays]:
@@ -319,88 +336,207 @@ def _arrays(folder: Path, parts: Sequence[str]) -> dict[str, Arrays]:
     return out
 
 
-def fingerprint(exp: Experiment, budget: Budget) -> dict[str, str]:
-    """Every part of ``exp`` at ``budget``, on the CPU with one thread: per ``part/array``, a
-    SHA-256 of its dtype, shape and bytes."""
+# --- fingerprints: the behaviour of the code that made a run ---------------------------------
+
+
+def arithmetic() -> dict[str, str]:
+    """What decides the bits of a one-thread CPU run on this machine.
+
+    The same code on one thread gives the same bits from run to run, but not across CPUs: the
+    CPU model, the kernels ATen picks for it (``ATEN_CPU_CAPABILITY``), the BLAS and its
+    conditional-reproducibility mode (``MKL_CBWR``), torch and Python each change them. A stored
+    fingerprint's bits are compared only where all of these are the same.
+    """
+    config = torch.__config__.show()
+    blas = re.search(r"BLAS_INFO=(\w+)", config)
+    mkl = re.search(r"Math Kernel Library Version (\S+)", config)
+    return {
+        "cpu": _cpu_model(),
+        "machine": platform.machine(),
+        "capability": torch.backends.cpu.get_cpu_capability(),
+        "blas": (blas[1] if blas else "unknown") + (f" {mkl[1]}" if mkl else ""),
+        "mkl_cbwr": os.environ.get("MKL_CBWR", ""),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+
+
+def tolerances(exp: Experiment) -> Tolerances:
+    """The experiment's ``TOLERANCES`` (module level, outside the code hash); none: exact."""
+    found: Tolerances = getattr(importlib.import_module(f"{STUDIES}.{exp.name}"), "TOLERANCES", {})
+    return found
+
+
+def fingerprint(exp: Experiment, budget: Budget) -> Arrays:
+    """Every part of ``exp`` at ``budget``, on the CPU with one thread: ``part/array`` ->
+    values."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        out = {}
-        for part in exp.parts(budget):
-            for key, value in exp.run_part(part, budget, "cpu").items():
-                a = np.ascontiguousarray(value)
-                h = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + a.tobytes())
-                out[f"{part}/{key}"] = h.hexdigest()
-        return out
+        return {
+            f"{part}/{key}": np.asarray(value)
+            for part in exp.parts(budget)
+            for key, value in exp.run_part(part, budget, "cpu").items()
+        }
     finally:
         torch.set_num_threads(threads)
 
 
-# (experiment, results folder, code hash) -> why today's code does not reproduce the stored
-# fingerprint ("" where it does): one rerun per process, however many pages load the run
-_REPRODUCED: dict[tuple[str, Path, str], str] = {}
+def hashes(values: Arrays) -> dict[str, str]:
+    """Per array, a SHA-256 of its dtype, shape and bytes."""
+    out = {}
+    for key, value in values.items():
+        a = np.ascontiguousarray(value)
+        out[key] = hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + a.tobytes()).hexdigest()
+    return out
 
 
-def _not_reproduced(exp: Experiment, folder: Path, prov: dict[str, Any], now: str) -> str:
-    """Why the stored run cannot stand for today's code ("" when it can)."""
-    stored_print = prov.get("fingerprint")
-    if not stored_print or stored_print.get("code_hash") != prov["code_hash"]:
-        return "no fingerprint of its behaviour is stored"
-    if any(r["code_hash"] == now for r in stored_print.get("reproduced", [])):
-        return ""  # checked by `confirm`, on a machine where the fingerprint can be rerun
+def deviation(kept: np.ndarray, live: np.ndarray, rtol: float, atol: float) -> float:
+    r"""The largest $|\text{live} - \text{kept}| / (\text{atol} + \text{rtol}\,|\text{kept}|)$
+    over the elements: at most 1 is within the tolerance. Other shapes or dtypes, a NaN or an
+    infinity in other places, or any difference where the tolerance is 0, give infinity."""
+    if kept.shape != live.shape or kept.dtype != live.dtype:
+        return math.inf
+    if kept.dtype.kind not in "fc":
+        return 0.0 if np.array_equal(kept, live) else math.inf
+    a, b = kept.astype(np.float64), live.astype(np.float64)
+    finite = np.isfinite(a)
+    if not np.array_equal(finite, np.isfinite(b)) or not np.array_equal(a[~finite], b[~finite]):
+        return math.inf
+    diff = np.abs(b[finite] - a[finite])
+    bound = atol + rtol * np.abs(a[finite])
+    if np.any(diff[bound == 0] > 0):
+        return math.inf
+    return float(np.max(diff / np.where(bound == 0, 1.0, bound), initial=0.0))
+
+
+def deviations(kept: Arrays, live: Arrays, tol: Tolerances) -> dict[str, float]:
+    """Per array, its [deviation][] from the stored values under the first matching tolerance."""
+    out = {}
+    for key in kept.keys() | live.keys():
+        rtol, atol = next((v for p, v in tol.items() if fnmatchcase(key, p)), (0.0, 0.0))
+        both = key in kept and key in live
+        out[key] = deviation(kept[key], live[key], rtol, atol) if both else math.inf
+    return out
+
+
+# (experiment, results folder, code hash) -> (how, why not): one rerun per process, however
+# many pages load the run
+_REPRODUCED: dict[tuple[str, Path, str], tuple[str, str]] = {}
+
+
+def _reproduced(exp: Experiment, folder: Path, prov: dict[str, Any], now: str) -> tuple[str, str]:
+    """How today's code reproduces the stored run's fingerprint, and why it cannot stand for
+    the stored run ("" when it can)."""
+    fp = prov.get("fingerprint")
+    if not fp or not fp.get("records"):
+        return "", "no fingerprint of its behaviour is stored"
+    for record in fp.get("reproduced", []):
+        if record["code_hash"] == now:  # checked by `confirm`
+            return record.get("how", "bit for bit"), ""
     key = (exp.name, folder, now)
     if key not in _REPRODUCED:
-        kept = stored_print["arrays"]
-        live = fingerprint(exp, stored_print["budget"])
-        differ = sorted(k for k in kept.keys() | live.keys() if kept.get(k) != live.get(k))
-        _REPRODUCED[key] = (
-            f"its behaviour changed: today's code does not reproduce the stored fingerprint "
-            f"(the reduced budget on one CPU thread) in {len(differ)} array(s), first "
-            f"{differ[0]!r}"
-            if differ
-            else ""
-        )
+        _REPRODUCED[key] = compare(exp, folder, fp, fingerprint(exp, fp["budget"]))
     return _REPRODUCED[key]
 
 
+def compare(exp: Experiment, folder: Path, fp: dict[str, Any], live: Arrays) -> tuple[str, str]:
+    """A fingerprint rerun against the stored one: bit for bit where one was recorded on this
+    machine's arithmetic, else within the experiment's tolerances of the stored values.
+    Returns (how it was compared, why it differs: "" when it does not)."""
+    here = arithmetic()
+    for record in fp["records"]:
+        if record["arithmetic"] == here:
+            kept = record["arrays"]
+            now = hashes(live)
+            differ = sorted(k for k in kept.keys() | now.keys() if kept.get(k) != now.get(k))
+            why = (
+                f"its behaviour changed: today's code does not reproduce the stored fingerprint "
+                f"(the reduced budget on one CPU thread, bit for bit on this arithmetic) in "
+                f"{len(differ)} array(s), first {differ[0]!r}"
+            )
+            return "bit for bit", why if differ else ""
+    path = folder / FINGERPRINT_VALUES
+    if not path.exists():
+        return "", (
+            "its fingerprint was recorded on other arithmetics only, without values to compare "
+            f"within tolerances (record them with `python -m attnscale._docs.stored fingerprint "
+            f"{exp.name}` where the stored bits are reproduced)"
+        )
+    with np.load(path) as data:
+        kept = {k: data[k] for k in data.files}
+    found = deviations(kept, live, tolerances(exp))
+    outside = sorted((k for k, v in found.items() if v > 1), key=lambda k: -found[k])
+    why = (
+        f"its behaviour changed: today's code does not reproduce the stored fingerprint (the "
+        f"reduced budget on one CPU thread, on another arithmetic than the stored bits', so "
+        f"within the experiment's tolerances) in {len(outside)} array(s), the worst "
+        f"{outside[0]!r} at {found[outside[0]]:.3g} times its tolerance"
+        if outside
+        else ""
+    )
+    return "within its tolerances", why
+
+
+def _may_record(prov: dict[str, Any], now: str) -> bool:
+    """Whether today's code may record the stored run's behaviour: it made the run, or it
+    reproduced the run's fingerprint."""
+    confirmed = prov.get("fingerprint", {}).get("reproduced", [])
+    return prov.get("code_hash") == now or any(r["code_hash"] == now for r in confirmed)
+
+
 def store_fingerprint(name: str, *, root: Path | None = None) -> int:
-    """Store the fingerprint of a stored full run made by today's code (same code hash) in
-    its provenance; return the number of arrays it covers.
+    """Record the fingerprint of a stored full run on this machine's arithmetic; return the
+    number of arrays it covers.
+
+    Allowed for the code that made the run and for code whose hash [confirm][] recorded. The
+    first record of a run also stores the values (``fingerprint.npz``), against which other
+    arithmetics compare within tolerances; a record for an arithmetic already recorded is
+    replaced.
 
     Raises
     ------
     StaleResults
-        If no full run is stored, or it was made by other code.
+        If no full run is stored, or it was made by other, unconfirmed code.
     """
     exp = experiment(name)
     folder = _folder(name, root)
     prov = _read_provenance(folder)
     now = code_hash(exp)
-    if not prov or prov.get("code_hash") != now:
+    if not prov or not _may_record(prov, now):
         raise StaleResults(
             f"experiment {name!r}: a fingerprint records the behaviour of the code that made "
             f"the stored full run, and the stored run is missing or was made by other code; "
             f"run it with `{exp.command}`"
         )
     budget = _jsonable(exp.reduced)
+    old = prov.get("fingerprint", {})
+    if old.get("budget", budget) != budget:
+        raise StaleResults(
+            f"experiment {name!r}: the reduced budget changed since its fingerprint was "
+            f"recorded; rerun the full run with `{exp.command}`"
+        )
     start = time.perf_counter()
-    arrays = fingerprint(exp, budget)
+    values = fingerprint(exp, budget)
+    here = arithmetic()
     with _locked(folder):
         prov = _read_provenance(folder)
+        fp = prov.setdefault("fingerprint", {"budget": budget, "records": []})
+        if not (folder / FINGERPRINT_VALUES).exists():
+            np.savez_compressed(folder / FINGERPRINT_VALUES, **values)  # type: ignore[arg-type]
         record = provenance(exp, "cpu", time.perf_counter() - start)
-        prov["fingerprint"] = {"budget": budget, **record, "threads": 1, "arrays": arrays}
+        record.update(threads=1, arithmetic=here, arrays=hashes(values))
+        fp["records"] = [r for r in fp["records"] if r["arithmetic"] != here] + [record]
         _write_provenance(folder, prov)
-    return len(arrays)
+    return len(values)
 
 
 def confirm(name: str, *, root: Path | None = None) -> str:
-    """Rerun the stored run's fingerprint with today's code and, if every bit is reproduced,
-    record today's code hash as one that made the same numbers; return that hash.
+    """Rerun the stored run's fingerprint with today's code and, if it is reproduced, record
+    today's code hash as one that made the same numbers; return that hash.
 
-    The record lets the run stand for today's code where the fingerprint cannot be rerun
-    bit for bit (another Python's help text in ``logit_growth``, another torch), and spares
-    the rerun at every build. ``tests/test_stored.py`` reruns the fingerprint of every
-    recorded hash where it can.
+    The record spares the rerun at every build, on every machine. ``tests/test_stored.py``
+    reruns the fingerprint of every recorded hash.
 
     Raises
     ------
@@ -413,7 +549,7 @@ def confirm(name: str, *, root: Path | None = None) -> str:
     now = code_hash(exp)
     if prov and prov["code_hash"] == now:
         return now  # the code that made the run
-    why = _not_reproduced(exp, folder, prov, now) if prov else "no full run is stored"
+    how, why = _reproduced(exp, folder, prov, now) if prov else ("", "no full run is stored")
     if why:
         raise StaleResults(f"experiment {name!r}: {why}; refresh it with `{exp.command}`")
     with _locked(folder):
@@ -421,7 +557,7 @@ def confirm(name: str, *, root: Path | None = None) -> str:
         done = [r for r in prov["fingerprint"].get("reproduced", []) if r["code_hash"] != now]
         record = provenance(exp, "cpu", 0.0)
         keep = ("code_hash", "commit", "dirty", "torch", "python", "device", "finished")
-        prov["fingerprint"]["reproduced"] = [*done, {k: record[k] for k in keep}]
+        prov["fingerprint"]["reproduced"] = [*done, {**{k: record[k] for k in keep}, "how": how}]
         _write_provenance(folder, prov)
     return now
 
@@ -512,18 +648,20 @@ def _git(*args: str) -> str:
     return out.stdout.strip()
 
 
-def _device_name(device: str) -> str:
-    if device.startswith("cuda"):
-        return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
-    cpu = platform.processor() or platform.machine()
+def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"cpu: {cpu}, {os.cpu_count()} core(s)"
+    return platform.processor() or platform.machine()
+
+
+def _device_name(device: str) -> str:
+    if device.startswith("cuda"):
+        return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
+    return f"cpu: {_cpu_model()}, {os.cpu_count()} core(s)"
 
 
 def _dirty() -> bool:
@@ -595,10 +733,10 @@ def run(
     prov = current()
     if parts is None:  # a whole run: drop arrays that no current part owns
         for stale in folder.glob("*.npz"):
-            if stale.stem not in prov["parts"]:
+            if stale.stem not in prov["parts"] and stale.name != FINGERPRINT_VALUES:
                 stale.unlink()
-    complete = all(p in prov["parts"] for p in every)
-    if complete and prov.get("fingerprint", {}).get("code_hash") != now:
+    if all(p in prov["parts"] for p in every) and "fingerprint" not in prov:
+        (folder / FINGERPRINT_VALUES).unlink(missing_ok=True)  # an older run's
         store_fingerprint(name, root=root)
         log(f"{name}: fingerprint stored")
     return folder
@@ -613,6 +751,130 @@ def _locked(folder: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+# --- the spread of a fingerprint across arithmetics -------------------------------------------
+
+#: Arithmetics one machine can reach, as (label, environment, threads): each changes the bits of
+#: the same run (the thread count splits reductions differently); together they stand in for
+#: other CPUs when a tolerance is set.
+ARITHMETICS: tuple[tuple[str, dict[str, str], int], ...] = (
+    ("default, 1 thread", {}, 1),
+    ("MKL_CBWR=COMPATIBLE", {"MKL_CBWR": "COMPATIBLE"}, 1),
+    ("ATEN_CPU_CAPABILITY=avx2", {"ATEN_CPU_CAPABILITY": "avx2"}, 1),
+    ("ATEN_CPU_CAPABILITY=default", {"ATEN_CPU_CAPABILITY": "default"}, 1),
+    ("2 threads", {}, 2),
+    ("3 threads", {}, 3),
+)
+#: A planted change of behaviour that every tolerance must catch: each Adam update (the
+#: library's stacked trainer and ``torch.optim``'s single-tensor AdamW both take it with
+#: ``Tensor.addcdiv_``) made this much larger.
+PLANTED = 1.01
+
+
+@contextlib.contextmanager
+def planted_change() -> Iterator[None]:
+    """Every ``Tensor.addcdiv_`` step [PLANTED][] times larger, inside the block."""
+    real = torch.Tensor.addcdiv_
+
+    def larger(self: torch.Tensor, *args: Any, value: float = 1.0, **kwargs: Any) -> torch.Tensor:
+        return real(self, *args, value=value * PLANTED, **kwargs)
+
+    torch.Tensor.addcdiv_ = larger  # type: ignore[method-assign,assignment]
+    try:
+        yield
+    finally:
+        torch.Tensor.addcdiv_ = real  # type: ignore[method-assign]
+
+
+def _values(name: str, threads: int, plant: bool) -> Arrays:
+    """The fingerprint's arrays at ``threads`` threads, with or without the planted change."""
+    exp = experiment(name)
+    torch.set_num_threads(threads)
+    with planted_change() if plant else contextlib.nullcontext():
+        return {
+            f"{part}/{key}": np.asarray(value)
+            for part in exp.parts(exp.reduced)
+            for key, value in exp.run_part(part, exp.reduced, "cpu").items()
+        }
+
+
+def _difference(key: str, kept: Arrays, runs: Mapping[tuple[str, bool], Arrays]) -> str:
+    """The largest |difference| of one array over the plain reruns, absolute and relative to
+    the stored value (where that is not 0), as text."""
+    ref = kept[key].astype(np.float64)
+    if kept[key].dtype.kind not in "fc":
+        return "-"
+    absolute = relative = 0.0
+    for (_, plant), r in runs.items():
+        if plant or r[key].shape != ref.shape:
+            continue
+        diff = np.abs(r[key].astype(np.float64) - ref)
+        ok = np.isfinite(diff)
+        absolute = max(absolute, float(np.max(diff[ok], initial=0.0)))
+        scaled = diff[ok & (ref != 0)] / np.abs(ref[ok & (ref != 0)])
+        relative = max(relative, float(np.max(scaled, initial=0.0)))
+    return f"{absolute:.3g} (relative {relative:.3g})"
+
+
+def spread(name: str, *, log: Callable[[str], object] = print) -> bool:
+    """Rerun experiment ``name``'s fingerprint under each of [ARITHMETICS][], as it is and with
+    the [planted_change][], each in a fresh process; print how far each lies from the stored
+    values, in units of the experiment's tolerances. Returns whether every plain rerun lies
+    within them and every planted one outside."""
+    import tempfile
+
+    exp = experiment(name)
+    tol = tolerances(exp)
+    folder = _folder(name, None)
+    runs: dict[tuple[str, bool], Arrays] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for label, env, threads in ARITHMETICS:
+            for plant in (False, True):
+                out = Path(tmp) / f"{len(runs)}.npz"
+                cmd = [sys.executable, "-m", "attnscale._docs.stored", "values", name]
+                cmd += ["--threads", str(threads), "--out", str(out), *(["--plant"] * plant)]
+                done = subprocess.run(cmd, env={**os.environ, **env}, check=False)
+                if done.returncode == 0:
+                    with np.load(out) as data:
+                        runs[(label, plant)] = {k: data[k] for k in data.files}
+                else:
+                    log(f"{name}: {label} failed (exit {done.returncode}); left out")
+    ref_path = folder / FINGERPRINT_VALUES
+    if ref_path.exists():
+        with np.load(ref_path) as data:
+            kept = {k: data[k] for k in data.files}
+        against = "the stored values"
+    else:
+        kept = runs[(ARITHMETICS[0][0], False)]
+        against = "this machine's default arithmetic (no values are stored)"
+    log(f"{name}: deviation from {against}, in units of the tolerance (<= 1 is within)")
+    ok = True
+    width = max(len(k) for k in kept)
+    for key in sorted(kept):
+        rtol, atol = next((v for p, v in tol.items() if fnmatchcase(key, p)), (0.0, 0.0))
+        plain = [deviation(kept[key], r[key], rtol, atol) for (_, p), r in runs.items() if not p]
+        log(
+            f"  {key:<{width}}  rtol {rtol:<7g} atol {atol:<7g} arithmetics: worst "
+            f"{max(plain):.3g}; largest difference {_difference(key, kept, runs)}"
+        )
+    log(f"{name}: per arithmetic, the worst array (plain | with every Adam step x{PLANTED:g})")
+    for label, _, _ in ARITHMETICS:
+        row = []
+        for plant in (False, True):
+            if (label, plant) not in runs:
+                row.append("not run")
+                continue
+            found = deviations(kept, runs[(label, plant)], tol)
+            worst = max(found, key=lambda k: found[k])
+            if plant:
+                ok &= found[worst] > 1  # the planted change must show somewhere
+            else:
+                ok &= found[worst] <= 1
+            row.append(f"{found[worst]:.3g} ({worst})")
+        log(f"  {label:<28} {row[0]} | {row[1]}")
+    log(f"{name}: {'tolerances hold' if ok else 'TOLERANCES DO NOT HOLD'}")
+    return ok
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -637,7 +899,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         "confirm", help="record today's code hash where it reproduces a run's fingerprint"
     )
     confirm_p.add_argument("names", nargs="+", help="experiments")
+    spread_p = sub.add_parser(
+        "spread",
+        help="rerun the fingerprint under other arithmetics, and with a planted change, "
+        "against the tolerances",
+    )
+    spread_p.add_argument("names", nargs="+", help="experiments")
+    values_p = sub.add_parser("values")  # one rerun of `spread`, in its own process
+    values_p.add_argument("name")
+    values_p.add_argument("--threads", type=int, required=True)
+    values_p.add_argument("--out", type=Path, required=True)
+    values_p.add_argument("--plant", action="store_true")
     args = parser.parse_args(argv)
+    if args.command == "values":
+        arrays = _values(args.name, args.threads, args.plant)
+        np.savez(args.out, **arrays)  # type: ignore[arg-type]
+        return 0
+    if args.command == "spread":
+        return 0 if all([spread(name) for name in args.names]) else 1
     if args.command == "fingerprint":
         for name in args.names:
             print(f"{name}: fingerprint of {store_fingerprint(name)} arrays stored")
