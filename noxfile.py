@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import sys
 from collections.abc import Callable
@@ -19,6 +20,8 @@ TORCH = "torch==2.13.0"
 GENERATED = ROOT / "docs" / "generated"
 FIGURE_COPIES = ROOT / "build" / "figures"  # tools/zh_figures.COPIES
 VENDOR = ROOT / "docs" / "assets" / "vendor"
+#: Environment settings that change the bits a CPU computes (threads, BLAS and ATen code paths).
+ARITHMETIC_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "ATEN_CPU_CAPABILITY")
 
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_venv = "yes"
@@ -135,7 +138,10 @@ def _invalidate_stale_examples(session: nox.Session) -> None:
     one of its figures has no copy for the Chinese edition to redraw (tools/zh_figures.py).
     """
     freeze = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
-    key = _digest(ROOT / "src", ROOT / "mkdocs.yml", extra=str(freeze))
+    # The settings that change the machine's arithmetic (FACTS: one thread is not bitwise
+    # across them): a build under other settings must not reuse this one's outputs.
+    arithmetic = {k: os.environ.get(k, "") for k in ARITHMETIC_SETTINGS}
+    key = _digest(ROOT / "src", ROOT / "mkdocs.yml", extra=f"{freeze}{arithmetic}")
     stamp = GENERATED / ".environment"
     if not stamp.exists() or stamp.read_text() != key:
         shutil.rmtree(GENERATED, ignore_errors=True)
@@ -162,6 +168,26 @@ def serve(session: nox.Session) -> None:
     _install(session, "docs")
     _vendor_assets(session)
     session.run("mkdocs", "serve", "--dev-addr", "127.0.0.1:8000", *session.posargs)
+
+
+#: Another arithmetic than the machine's default (FACTS §9): MKL's compatible code path and one
+#: thread change the bits of nearly every floating-point result, as another CPU would.
+OTHER_ARITHMETIC = {"MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
+
+
+@nox.session(python=False)
+def arithmetic(session: nox.Session) -> None:
+    """After ``nox -s docs``: build the site and run the tests again under another arithmetic,
+    then compare the two builds page by page with their numbers blinded (tools/compare_builds.py).
+    A page whose text, verdicts or table shapes depend on the machine's arithmetic fails."""
+    first = ROOT / "build" / "site-default-arithmetic"
+    if not (ROOT / "site" / "index.html").exists():
+        session.error("run `nox -s docs` first: this session compares its build with another")
+    shutil.rmtree(first, ignore_errors=True)
+    shutil.copytree(ROOT / "site", first)
+    for name in ("docs", "tests"):
+        session.run("nox", "-s", name, env=OTHER_ARITHMETIC, external=True)
+    session.run(sys.executable, "tools/compare_builds.py", str(first), "site", external=True)
 
 
 @nox.session

@@ -6,6 +6,7 @@ import dataclasses
 import datetime
 import importlib
 import json
+import math
 import platform
 import subprocess
 import sys
@@ -31,6 +32,7 @@ TOY = textwrap.dedent(
 
     FULL = {"seeds": [0, 1, 2], "steps": 50}
     REDUCED = {"seeds": [1], "steps": 50}
+    TOLERANCES = {"walk/walk": (1e-6, 0.0)}
 
 
     def parts(budget):
@@ -82,11 +84,15 @@ def toy(tmp_path, monkeypatch):
 def test_run_then_load_and_verify(toy):
     _, root = toy
     folder = stored.run("toy", root=root, log=lambda _: None)
-    assert sorted(p.name for p in folder.iterdir()) == ["provenance.json", "walk.npz"]
-    assert list(json.loads((folder / "provenance.json").read_text())["fingerprint"]["arrays"]) == [
-        "walk/walk",
-        "walk/seeds",
+    assert sorted(p.name for p in folder.iterdir()) == [
+        stored.FINGERPRINT_VALUES,
+        "provenance.json",
+        "walk.npz",
     ]
+    fp = json.loads((folder / "provenance.json").read_text())["fingerprint"]
+    assert [list(r["arrays"]) for r in fp["records"]] == [["walk/walk", "walk/seeds"]]
+    assert fp["records"][0]["arithmetic"] == stored.arithmetic()
+    assert (folder / stored.FINGERPRINT_VALUES).exists()
     full = stored.load("toy", root=root)
     assert full.parts["walk"]["walk"].shape == (3, 50)
     checks = stored.verify(full, stored.rerun("toy"))
@@ -120,7 +126,8 @@ def test_a_code_change_makes_the_stored_run_stale(toy):
 def test_a_refactor_that_reproduces_the_fingerprint_keeps_the_run(toy):
     source, root = toy
     stored.run("toy", root=root, log=lambda _: None)
-    assert json.loads((root / "toy" / "provenance.json").read_text())["fingerprint"]["threads"] == 1
+    records = json.loads((root / "toy" / "provenance.json").read_text())["fingerprint"]["records"]
+    assert [r["threads"] for r in records] == [1]
     # The same numbers from other code: a new code hash, the same fingerprint.
     source.write_text(
         source.read_text()
@@ -308,13 +315,20 @@ def test_stored_provenance_is_present_and_true(name):
     ).stdout.split()
     made_by, now = full.provenance["code_hash"], stored.code_hash(exp)
     fp = full.provenance["fingerprint"]
-    assert fp["code_hash"] == made_by and fp["threads"] == 1
+    confirmed = [r["code_hash"] for r in fp.get("reproduced", [])]
     if now != made_by:  # a refactor since the run: the hash is recorded, and the record true
-        assert now in [r["code_hash"] for r in fp.get("reproduced", [])], (
-            f"run `python -m attnscale._docs.stored confirm {name}`"
-        )
-        if (fp["python"], fp["torch"]) == (platform.python_version(), torch.__version__):
-            assert stored.fingerprint(exp, fp["budget"]) == fp["arrays"]
+        assert now in confirmed, f"run `python -m attnscale._docs.stored confirm {name}`"
+    # each record of the fingerprint was made by the code that made the run, or by code that
+    # reproduced it; one of them kept the values that other arithmetics compare with
+    assert fp["records"] and (stored.RESULTS / name / stored.FINGERPRINT_VALUES).exists()
+    for record in fp["records"]:
+        assert record["code_hash"] in (made_by, *confirmed) and record["threads"] == 1
+        assert set(record["arithmetic"]) >= {"cpu", "capability", "blas", "torch", "python"}
+    # today's code reproduces it: bit for bit where this arithmetic made a record, else within
+    # the experiment's tolerances
+    live = stored.fingerprint(exp, fp["budget"])
+    how, why = stored.compare(exp, stored.RESULTS / name, fp, live)
+    assert not why, why
     for part, record in full.provenance["parts"].items():
         assert record["code_hash"] == made_by, part
         if commits:  # a git checkout, not an installed wheel
@@ -325,6 +339,71 @@ def test_stored_provenance_is_present_and_true(name):
         finished = datetime.datetime.fromisoformat(record["finished"])
         assert finished <= datetime.datetime.now(datetime.UTC)
         assert full.parts[part], part
+
+
+@pytest.mark.parametrize("name", stored.names())
+def test_a_planted_change_of_behaviour_makes_the_stored_run_stale(name):
+    """Every Adam step 1% larger (``stored.planted_change``): outside the tolerances, under
+    whatever arithmetic this test runs (CI runs it under two)."""
+    exp = stored.experiment(name)
+    fp = stored.load(name).provenance["fingerprint"]
+    with stored.planted_change():
+        live = stored.fingerprint(exp, fp["budget"])
+    how, why = stored.compare(exp, stored.RESULTS / name, fp, live)
+    assert why.startswith("its behaviour changed"), (how, why)
+    # and on an arithmetic no record was made on, where only the tolerances decide
+    other = {"records": [{**r, "arithmetic": {"cpu": "elsewhere"}} for r in fp["records"]]}
+    how, why = stored.compare(exp, stored.RESULTS / name, other, live)
+    assert how == "within its tolerances" and why.startswith("its behaviour changed"), why
+
+
+def test_bits_count_only_on_the_arithmetic_that_made_them(toy, monkeypatch):
+    """A difference in the last bit is a change of behaviour where the stored bits were made;
+    elsewhere the values decide, within the experiment's tolerances."""
+    _, root = toy
+    stored.run("toy", root=root, log=lambda _: None)
+    module = importlib.import_module("toy_studies.toy")
+    real = module.EXPERIMENT.run_part
+    factor = {"value": None}
+
+    def changed(part, budget, device):
+        out = real(part, budget, device)
+        if factor["value"] is None:
+            out["walk"].view(np.uint32)[0, -1] ^= 1  # the last bit of one float32
+        else:
+            out["walk"] *= factor["value"]
+        return out
+
+    monkeypatch.setattr(
+        module, "EXPERIMENT", dataclasses.replace(module.EXPERIMENT, run_part=changed)
+    )
+    monkeypatch.setattr(stored, "code_hash", lambda exp: "0" * 64)
+    with pytest.raises(stored.StaleResults, match="bit for bit on this arithmetic"):
+        stored.load("toy", root=root)
+    here = stored.arithmetic()
+    monkeypatch.setattr(stored, "arithmetic", lambda: {**here, "cpu": "another CPU"})
+    stored._REPRODUCED.clear()
+    full = stored.load("toy", root=root)
+    assert full.reproduced == "within its tolerances"
+    assert "(fingerprint reproduced within its tolerances)" in full.summary()
+    factor["value"] = 1.001  # beyond the toy's rtol of 1e-6
+    stored._REPRODUCED.clear()
+    with pytest.raises(stored.StaleResults, match=r"tolerances\) in 1 array\(s\).*'walk/walk'"):
+        stored.load("toy", root=root)
+
+
+def test_deviation():
+    a = np.array([1.0, -2.0, np.nan, np.inf], dtype=np.float32)
+    assert stored.deviation(a, a.copy(), 0.0, 0.0) == 0.0
+    b = a.copy()
+    b[0] = 1.001
+    assert stored.deviation(a, b, 0.0, 0.0) == math.inf  # exact where no tolerance is given
+    assert 0.99 < stored.deviation(a, b, 1e-3, 0.0) < 1.01
+    b[2] = 0.0  # a NaN elsewhere
+    assert stored.deviation(a, b, 1.0, 1.0) == math.inf
+    ints = np.arange(3)
+    assert stored.deviation(ints, ints + 1, 1.0, 1.0) == math.inf  # integers are exact
+    assert stored.deviation(a, a[:2], 1.0, 1.0) == math.inf
 
 
 def test_this_python_has_the_logit_growth_text():

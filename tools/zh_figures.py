@@ -187,12 +187,37 @@ def redraw(copy: Path, target: Path, texts: dict[str, str], missing: Callable[[s
 
 
 def check_font() -> None:
-    """Raise if matplotlib cannot find the CJK font (the Chinese text would be boxes)."""
+    """Raise if matplotlib cannot find the CJK font (the Chinese text would be boxes).
+
+    Matplotlib caches the fonts it found on first use; a cache made before the font was
+    installed does not list it. Where fontconfig has the font, the font's file is added to
+    matplotlib's font list, so a stale cache needs no manual clearing.
+    """
     from matplotlib import font_manager
 
+    try:
+        font_manager.findfont(CJK_FONT, fallback_to_default=False)
+        return
+    except ValueError:
+        pass
+    for path in _fontconfig_files(CJK_FONT):
+        font_manager.fontManager.addfont(path)
     try:
         font_manager.findfont(CJK_FONT, fallback_to_default=False)
     except ValueError:
         raise RuntimeError(
             f"the Chinese figures need the font {CJK_FONT!r}: apt-get install fonts-noto-cjk"
         ) from None
+
+
+def _fontconfig_files(family: str) -> list[str]:
+    """The font files fontconfig knows for ``family`` (none where fc-list is missing)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["fc-list", f"{family}", "file"], capture_output=True, text=True, timeout=30
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    return [line.split(":")[0].strip() for line in out.splitlines() if line.strip()]

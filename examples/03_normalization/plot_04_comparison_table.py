@@ -7,6 +7,7 @@ three-row table, which omits most of these techniques and misstates what initial
 """
 
 # %%
+import os
 import time
 
 import matplotlib.pyplot as plt
@@ -38,7 +39,8 @@ VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
 # re-initialises $W_q$ and $W_k$. Cost is the median forward+backward time of one
 # [MultiHeadAttention][attnscale.MultiHeadAttention] call relative to $1/\sqrt{d_k}$, measured
 # round-robin so that all strategies see the same machine load. That time is measured on the
-# 2-core CPU that builds this site, at a small batch and length: it says little about a GPU,
+# CPU that built this page (its core count is printed below), at a small batch and length: it
+# says little about a GPU,
 # where fused attention kernels hide element-wise work on $q$ and $k$ behind memory traffic.
 # The "extra params / FLOPs" column, counted from the formulas (parameters in total over all
 # heads, FLOPs per head), carries over to any hardware; read the measured time as this
@@ -86,6 +88,10 @@ print(
     f"timing shape: batch {TIME_BATCH}, length {TIME_LEN}, d_model {D_MODEL}, "
     f"{NUM_HEADS} heads; inverse_sqrt takes {1e3 * median['inverse_sqrt']:.2f} ms "
     f"(median of {REPEATS})"
+)
+print(
+    f"timed on this machine: {os.cpu_count()} logical CPU cores, "
+    f"{torch.get_num_threads()} torch thread(s)"
 )
 
 # %%

@@ -8,6 +8,7 @@ what it costs, next to the dot product with and without $1/\sqrt{d_k}$.
 
 # %%
 import math
+import os
 import time
 
 import matplotlib.pyplot as plt
@@ -27,6 +28,7 @@ BATCH = 4  # independent sets of queries and keys
 Q_LEN = 16  # queries per set: BATCH * Q_LEN attention rows per d_k
 K_LEN = 64  # keys per row, n
 REPEATS = 5  # timed forwards per layer and d_k (after one warm-up)
+THREADS = 1  # the timings' torch threads
 NAMES = ("additive", "none", "inverse_sqrt")  # additive, q.k, q.k / sqrt(d_k)
 LOOK = style.strategy_kwargs()
 TEXT = {"additive": "additive", "none": "q·k", "inverse_sqrt": "q·k/√d_k"}
@@ -101,7 +103,7 @@ with torch.no_grad():
         return sdpa(layer.q_proj(q), layer.k_proj(k), v)  # (batch, 1, q_len, d_v)
 
     threads = torch.get_num_threads()
-    torch.set_num_threads(1)
+    torch.set_num_threads(THREADS)
     for d_k in D_KS:
         q, k, v = inputs[d_k]
         q4, k4, v4 = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)  # (batch, 1, length, d_k)
@@ -260,13 +262,14 @@ for i, d_k in enumerate(D_KS):
 # $W_q$ and $W_k$, so we time it twice: after the additive layer's own $W_q$ and $W_k$ (the
 # same projections, so the difference is the scoring), and on $q$ and $k$ as they are. Both
 # then take the same softmax and the same $nmd_v$ multiply-adds for the values, left out of the
-# counts. Times are the fastest of the repeats, on one thread of the 2-core CPU that builds this
-# site, with
+# counts. Times are the fastest of the repeats, on one thread of the CPU that built this page
+# (its core count is printed below), with
 # [scaled_dot_product_attention][attnscale.scaled_dot_product_attention] on its default fused
 # path:
 
 # %%
 print("counts per forward for the whole batch, from the formulas; float32 intermediate sizes")
+print(f"timed on this machine: {os.cpu_count()} logical CPU cores, {THREADS} torch thread(s)")
 print(
     f"{'d_k':>5} | {'multiply-adds: proj.':>20} {'w_v':>8} {'QK^T':>8} {'tanh':>8} | "
     f"{'MB: add.':>8} {'dot':>5} | {'ms: add.':>8} {'proj.+dot':>9} {'dot':>6} | {'add./(proj.+dot)':>16}"

@@ -8,8 +8,8 @@ collapses (Zhai et al. 2023). The monitor can stay on for a whole run: it measur
 (`all_rows=True`), keeps a bounded history, hands a flat dict of scalars to any logger, and
 reports the step at which each problem first appeared. This page trains the small language model
 of the [logit-growth page](../04_training/plot_04_logit_growth.md) at a learning rate at which its
-logits grow, with and without QK-LayerNorm, and measures how long before the loss spike the
-monitor warned.
+logits grow, with and without QK-LayerNorm, and measures, over 20 stored runs per variant, how
+long before the loss spike the monitor warned.
 """
 
 # %%
@@ -17,26 +17,24 @@ import time
 
 import matplotlib.pyplot as plt
 import numpy as np
-import torch
-import torch.nn.functional as F
 
-from attnscale import THRESHOLDS, AttentionMonitor, MonitorReport
-from attnscale._docs import events, stored, style
-from attnscale._docs.studies import logit_growth
+from attnscale import THRESHOLDS, AttentionMonitor
+from attnscale._docs import events, intervals, stored, style
+from attnscale._docs.studies import monitor_training as study
 from attnscale._docs.tables import Table
 
 style.use_style()
 
 VARIANTS = ["inverse_sqrt", "qk_layernorm"]  # the baseline first
 NAMES = style.text_labels(VARIANTS)
-ETA = 0.1  # peak learning rate
+BUDGET = study.FULL  # the model, text and schedule of the logit-growth page
+ETA = BUDGET["lr"]  # peak learning rate
 SEED = 0
-STEPS = 300  # the first 300 steps of the 2,000-step schedule
-EVERY = 10  # the monitor measures every 10th optimizer step
+STEPS = BUDGET["stop_after"]  # the first 300 steps of the 2,000-step schedule
+EVERY = BUDGET["every"]  # the monitor measures every 10th optimizer step
+WARMUP = BUDGET["warmup"]
 TAU = THRESHOLDS["max_logit"]  # a head's max logit above this warns
 ENTROPY = THRESHOLDS["normalized_entropy"]  # a head's entropy below this warns
-BUDGET = logit_growth.FULL
-WATCHED = ("large-logits", "entropy-collapse")  # findings that grow over a run
 
 # %%
 # ## The run, and the metric
@@ -47,6 +45,8 @@ WATCHED = ("large-logits", "entropy-collapse")  # findings that grow over a run
 # warmup over 200 steps then cosine decay over 2,000, and a z-loss on the output. The build
 # runs the first 300 steps, once with $1/\sqrt{d_k}$ alone and once with QK-LayerNorm, same seed
 # and batches. The loop is a plain PyTorch loop; the monitor is one `with` statement around it.
+# (The model's set-up and one training step are the study's `setup` and `train_step`, which the
+# stored runs below ran too.)
 #
 # The metric, fixed before any run: the **lead time**, the loss spike's step minus the first
 # measured step at which the monitor warned of large logits or entropy collapse. A loss spike is
@@ -56,70 +56,16 @@ WATCHED = ("large-logits", "entropy-collapse")  # findings that grow over a run
 
 
 # %%
-def batches(data: torch.Tensor, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
-    start = torch.randint(
-        0, data.numel() - BUDGET["context"] - 1, (BUDGET["batch_size"],), generator=gen
-    )
-    window = data[start[:, None] + torch.arange(BUDGET["context"] + 1)]
-    return window[:, :-1], window[:, 1:]
-
-
-def schedule(t: int) -> float:
-    warmup, steps = BUDGET["warmup"], BUDGET["steps"]
-    if t < warmup:
-        return (t + 1) / warmup
-    return 0.5 * (1 + np.cos(np.pi * (t - warmup) / (steps - warmup)))
-
-
-def setup(strategy: str) -> tuple[torch.nn.Module, torch.optim.Optimizer, torch.Generator]:
-    torch.manual_seed(SEED)
-    model = logit_growth.TinyLM(BUDGET, strategy)
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    others = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [
-            # weight decay per step, independent of the learning rate
-            {"params": matrices, "weight_decay": BUDGET["weight_decay"] / ETA},
-            {"params": others, "weight_decay": 0.0},
-        ],
-        lr=ETA,
-        betas=(0.9, 0.95),
-    )
-    batches_seed = SEED + 1_000_003  # the stored run's batches
-    return model, opt, torch.Generator().manual_seed(batches_seed)
-
-
-def train_step(
-    model: torch.nn.Module,
-    opt: torch.optim.Optimizer,
-    sched: torch.optim.lr_scheduler.LRScheduler | None,
-    data: torch.Tensor,
-    gen: torch.Generator,
-) -> float:
-    x, y = batches(data, gen)
-    logits = model(x)[0].reshape(-1, logit_growth.VOCAB)
-    loss = F.cross_entropy(logits, y.reshape(-1))
-    z_loss = BUDGET["z_loss"] * torch.logsumexp(logits, -1).square().mean()
-    opt.zero_grad(set_to_none=True)
-    (loss + z_loss).backward()
-    opt.step()
-    if sched is not None:
-        sched.step()
-    return float(loss.detach())
-
-
-text, _ = logit_growth.corpus()
-train_text = text[: int(0.9 * text.numel())]
+text = study.train_text()
 runs = {}
 for variant in VARIANTS:
-    model, opt, gen = setup(variant)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    model, opt, sched, gen = study.setup(BUDGET, variant, SEED)
     logged: list[dict[str, float]] = []
     monitor = AttentionMonitor(
         model, all_rows=True, every=EVERY, optimizer=opt, history=100, log=logged.append
     )
     with monitor:
-        losses = [train_step(model, opt, sched, train_text, gen) for _ in range(STEPS)]
+        losses = [study.train_step(BUDGET, model, opt, sched, text, gen) for _ in range(STEPS)]
     runs[variant] = {"report": monitor.report(), "logged": logged, "loss": np.array(losses)}
 
 # %%
@@ -149,29 +95,17 @@ Table(
 #
 # Per head, from the dicts the logger received: the largest attention logit and the entropy,
 # at every 10th step, with the monitor's thresholds (dotted) and the training loss. A solid
-# vertical line marks the first step at which the monitor warned, a dashed one the loss spike.
+# vertical line marks the first step at which the monitor warned, a dashed one the loss spike,
+# and a grey band the learning rate's warmup.
 
 
 # %%
-def per_head(logged: list[dict[str, float]], stat: str) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Steps, and per ``site/head`` the series of one per-head statistic."""
-    steps = np.array([d["attn/step"] for d in logged])
-    keys = sorted({k for d in logged for k in d if k.endswith(f"/{stat}") and "/head" in k})
-    return steps, {
-        k.removeprefix("attn/").removesuffix(f"/{stat}"): np.array(
-            [d.get(k, np.nan) for d in logged]
-        )
-        for k in keys
-    }
+records = {v: study.records(list(r["loss"]), r["logged"], r["report"]) for v, r in runs.items()}
 
 
-def warned(report: MonitorReport) -> dict[str, int]:
-    """The first monitor step of each finding that can grow over a run."""
-    return {
-        f.code: f.first_step
-        for f in report.findings
-        if f.code in WATCHED and f.first_step is not None
-    }
+def first_warning(record: dict[str, np.ndarray]) -> float:
+    """The first measured step at which a watched finding appeared (NaN: never)."""
+    return float(np.nanmin(record["warned"])) if np.isfinite(record["warned"]).any() else np.nan
 
 
 fig, axes = plt.subplots(2, 3, figsize=(8, 5.2), layout="constrained", sharex=True, sharey="col")
@@ -182,23 +116,24 @@ for row, variant in zip(axes, VARIANTS, strict=True):
     smooth = events.moving_mean(loss)
     row[0].plot(np.arange(events.SMOOTH - 1, STEPS), smooth, color="C0", label="20-step mean")
     row[0].set_ylabel(f"{NAMES[variant]}\ntraining loss (nats/byte)")
+    record = records[variant]
     for ax, stat, bound, label in (
         (row[1], "max_logit", TAU, "largest logit per head"),
         (row[2], "entropy", ENTROPY, "entropy / log(keys), per head"),
     ):
-        steps, series = per_head(run["logged"], stat)
-        for name, values in series.items():
+        for name, values in zip(record["heads"], record[stat].T, strict=True):
             layer = int(name.split(".")[1])
-            ax.plot(steps, values, color=f"C{layer}", lw=0.9, alpha=0.8)
+            ax.plot(record["steps"], values, color=f"C{layer}", lw=0.9, alpha=0.8)
         ax.axhline(bound, color="0.3", ls=":", lw=1)
         ax.set_ylabel(label)
     row[1].set_yscale("symlog", linthresh=10)
     row[1].set_ylim(bottom=0)
-    marks = warned(run["report"])
+    warning = first_warning(record)
     spike = events.loss_spike(loss)
     for ax in row:
-        if marks:
-            ax.axvline(min(marks.values()), color="C3", lw=1.2)
+        ax.axvspan(0, WARMUP, color="0.92", lw=0, zorder=0)
+        if not np.isnan(warning):
+            ax.axvline(warning, color="C3", lw=1.2)
         if not np.isnan(spike):
             ax.axvline(spike, color="k", ls="--", lw=1.2)
 for ax in axes[1]:
@@ -207,50 +142,81 @@ handles = [
     plt.Line2D([], [], color="C0", label="layer 1 heads / loss (20-step mean)"),
     plt.Line2D([], [], color="C1", label="layer 2 heads"),
     plt.Line2D([], [], color="C3", label="monitor warned"),
+    plt.Rectangle((0, 0), 1, 1, color="0.92", label="warmup"),
 ]
 if any(not np.isnan(events.loss_spike(runs[v]["loss"])) for v in VARIANTS):
     handles.append(plt.Line2D([], [], color="k", ls="--", label="loss spike"))
-fig.legend(handles=handles, loc="outside lower center", ncols=4)
+fig.legend(handles=handles, loc="outside lower center", ncols=3)
 fig.suptitle(f"η = {ETA:g}, seed {SEED}: the monitor at every {EVERY}th step, all query rows")
 plt.show()
 
 # %%
-# ## Lead time in these two runs
+# ## This build's runs against the stored ones
 #
-# With the largest rise of the 20-step mean loss above its lowest value so far, which the spike
-# rule compares with 0.5 nats: a run can stall or worsen by less than that and not count.
+# At this learning rate training is chaotic: a difference in the last bit of one sum (another
+# CPU, another thread count) grows until the loss curves part, and the events move by tens of
+# steps. The two runs above show how the monitor behaves; they decide nothing. The counts below
+# come from 20 stored runs per variant, seeds 0 to 19, each the same loop with the monitor on
+# (`monitor_training` in the guide's studies). This build's runs are seed 0 of those, rerun
+# here: their first 50 steps must match the stored seed 0's loss within 1%, before the runs
+# part, and their first warning must lie within the range the stored seeds span, widened by
+# their interquartile range on each side. A failed check fails the build.
 
 # %%
+watched = stored.load("monitor_training")
+print(watched.summary())
+live = {v: study.stack([records[v]], [SEED]) for v in VARIANTS}
+stored.checks_table(stored.verify(watched, live))
+
+# %%
+# Per variant, over its 20 stored runs: how many the monitor warned (of large logits or entropy
+# collapse), how many had a loss spike, how many of those were warned first, and by how many
+# steps (median, with a distribution-free 95% interval for it). Each count comes with a 95%
+# Wilson interval for the rate it estimates. Spikes during the warmup are counted apart: the
+# learning rate still rises then, so a spike there says as much about the schedule as about
+# the monitor.
+
+# %%
+summary = {}
 rows = []
-lead = {}
-for variant in VARIANTS:
-    run = runs[variant]
-    marks = warned(run["report"])
-    spike = events.loss_spike(run["loss"])
-    first = min(marks.values()) if marks else np.nan
-    lead[variant] = spike - first
-    smooth = events.moving_mean(run["loss"])
+for v in VARIANTS:
+    part = watched.parts[v]
+    warn = np.array([first_warning({"warned": w}) for w in part["warned"]])
+    spike = np.array([events.loss_spike(loss) for loss in part["loss"]])
+    n = len(part["seeds"])
+    spiked, was_warned = ~np.isnan(spike), ~np.isnan(warn)
+    ahead = spiked & was_warned & (warn < spike)
+    leads = (spike - warn)[ahead]
+    summary[v] = {"runs": n, "warned": int(was_warned.sum()), "spiked": int(spiked.sum())}
+    summary[v]["ahead"] = int(ahead.sum())
+
+    def rate(k: int, of: int) -> str:
+        low, high = intervals.wilson_interval(k, of)
+        return f"{k} of {of} ({100 * low:.0f} to {100 * high:.0f}%)"
+
+    if leads.size:
+        low, high = intervals.median_interval(leads)
+        lead = f"{np.median(leads):.0f} ({low:.0f} to {high:.0f}), {leads.size} runs"
+    else:
+        lead = "no run"
     rows.append(
         [
-            NAMES[variant],
-            ", ".join(
-                f"{code} at {step}" for code, step in sorted(marks.items(), key=lambda m: m[1])
-            )
-            or "never",
-            f"{(smooth - np.minimum.accumulate(smooth)).max():.2f}",
-            "-" if np.isnan(spike) else f"{spike:.0f}",
-            "-" if np.isnan(lead[variant]) else f"{lead[variant]:+.0f} steps",
-            f"{smooth[-1]:.3f}",
+            NAMES[v],
+            rate(int(was_warned.sum()), n),
+            rate(int(spiked.sum()), n),
+            f"{int((spiked & (spike < WARMUP)).sum())} of {int(spiked.sum())}",
+            rate(int(ahead.sum()), int(spiked.sum())) if spiked.any() else "no spike",
+            lead,
         ]
     )
 Table(
     [
         "variant",
-        "monitor warned (step)",
-        "largest rise of the loss, nats",
-        "loss spike (step)",
-        "lead time",
-        "final loss (20-step mean)",
+        "warned",
+        "loss spiked",
+        "spikes during the warmup",
+        "warned before the spike",
+        "lead time, steps: median (95% interval)",
     ],
     rows,
 )
@@ -265,7 +231,7 @@ print(runs["inverse_sqrt"]["report"])
 # %%
 # ## Over every stored run
 #
-# Two runs are an anecdote. The logit-growth page's stored runs (nine learning rates from
+# The runs above share one learning rate. The logit-growth page's stored runs (nine learning rates from
 # $10^{-4}$ to 1, three seeds, with and without QK-LayerNorm, 2,000 steps each) kept at every
 # step each layer's largest logit over every query row of the batch: the same number as the
 # largest of the monitor's per-head `max_logit`. So the monitor's max-logit rule can be replayed
@@ -319,14 +285,14 @@ Table(
 # purpose: their logits were large, but the loss did not pay for it in this run).
 
 # %%
-rows, summary = [], {}
+rows, replay_summary = [], {}
 for v in VARIANTS:
     ev = np.concatenate([replayed[(v, k)] for k in lrs])  # (runs, 2)
     warn, spike = ev[:, 0], ev[:, 1]
     spiked, was_warned = ~np.isnan(spike), ~np.isnan(warn)
     ahead = spiked & was_warned & (warn < spike)
     leads = (spike - warn)[ahead]
-    summary[v] = (
+    replay_summary[v] = (
         int(spiked.sum()),
         int(ahead.sum()),
         int((was_warned & ~spiked).sum()),
@@ -359,14 +325,14 @@ Table(
 # %%
 # ## What this shows
 #
-# Read off the numbers above by rules in the code: whether the baseline was warned before every
-# spike, whether QK-LayerNorm's run on this page was warned at all, and whether the warning also
-# fires in runs that never spike.
+# Read off the stored runs by rules in the code: whether the baseline was warned before every
+# spike, whether QK-LayerNorm's runs at this page's rate were warned at all, and whether the
+# warning also fires in runs that never spike.
 
 # %%
-spiked, ahead, false_alarms, warned_runs = summary["inverse_sqrt"]
-ln_spiked, ln_ahead, _, _ = summary["qk_layernorm"]
-page_ln = warned(runs["qk_layernorm"]["report"])
+spiked, ahead, false_alarms, warned_runs = replay_summary["inverse_sqrt"]
+ln_spiked, ln_ahead, _, _ = replay_summary["qk_layernorm"]
+ln = summary["qk_layernorm"]
 Table(
     ["question", "measured", "answer"],
     [
@@ -376,9 +342,9 @@ Table(
             "always" if spiked and ahead == spiked else "sometimes" if ahead else "no",
         ],
         [
-            f"was QK-LayerNorm's run on this page (η = {ETA:g}) warned?",
-            ", ".join(f"{c} at step {s}" for c, s in page_ln.items()) or "no finding",
-            "yes" if page_ln else "no",
+            f"were QK-LayerNorm's stored runs at η = {ETA:g} warned?",
+            f"in {ln['warned']} of its {ln['runs']} runs",
+            "always" if ln["warned"] == ln["runs"] else "sometimes" if ln["warned"] else "no",
         ],
         [
             "did QK-LayerNorm's spikes come with an earlier warning?",
@@ -414,7 +380,7 @@ Table(
 # `python benchmarks/bench_monitor.py`.
 
 # %%
-model, opt, gen = setup("inverse_sqrt")
+model, opt, _, gen = study.setup(BUDGET, "inverse_sqrt", SEED)
 BLOCK, ROUNDS = 20, 5
 
 
@@ -428,11 +394,11 @@ def block_time(every: int | None) -> float:
     start = time.perf_counter()
     if every is None:
         for _ in range(BLOCK):
-            train_step(model, opt, None, train_text, gen)
+            study.train_step(BUDGET, model, opt, None, text, gen)
     else:
         with monitors[every]:
             for _ in range(BLOCK):
-                train_step(model, opt, None, train_text, gen)
+                study.train_step(BUDGET, model, opt, None, text, gen)
     return (time.perf_counter() - start) / BLOCK
 
 

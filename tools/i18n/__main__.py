@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -11,6 +12,9 @@ if not __package__:  # run as `python tools/i18n`: the build's scripts are top-l
 
 from i18n.sources import PAGES, ROOT, SCRIPTS, TranslationError, page_strings, problems, skeleton
 from i18n.tree import BUILD, assemble
+
+#: Set (to 1) where a generated text with no catalogue entry must fail the build: CI.
+STRICT = "ATTNSCALE_STRICT_CATALOGUE"
 
 
 def main(argv: list[str]) -> int:
@@ -40,13 +44,24 @@ def main(argv: list[str]) -> int:
             print(skeleton(source, strings).relative_to(ROOT))
         return 0
     try:
-        stale = assemble()
+        stale, missing = assemble()
     except TranslationError as err:
         print(f"Chinese edition: {err}")
         return 1
     if stale:
         print("Stale Chinese strings (their English is gone):\n  " + "\n  ".join(stale))
         return 1
+    if missing:
+        # A number this build printed can take a branch no earlier build took: the reader's
+        # build shows that line in English; CI, where STRICT is set, fails on it.
+        strict = os.environ.get(STRICT, "") not in ("", "0")
+        print(
+            f"{'Error' if strict else 'Warning'}: generated texts with no Chinese entry, shown "
+            f"in English (add them with python tools/catalogue.py skeleton):\n  "
+            + "\n  ".join(missing)
+        )
+        if strict:
+            return 1
     print(f"Chinese docs tree written to {BUILD.relative_to(ROOT)}")
     return 0
 

@@ -24,10 +24,12 @@ __all__ = [
     "best",
     "best_lr_draws",
     "bootstrap",
+    "median_interval",
     "paired_gap",
     "percentile_interval",
     "resample",
     "sweep_metric",
+    "wilson_interval",
 ]
 
 DRAWS = 4000
@@ -138,3 +140,30 @@ def paired_gap(a: np.ndarray, b: np.ndarray) -> Gap:
         return Gap(math.nan, math.nan, math.nan)
     low, high = percentile_interval(diff[resample(diff.size)].mean(-1))
     return Gap(float(diff.mean()), low, high)
+
+
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson's 95% score interval for a rate of ``k`` successes in ``n`` trials: it keeps its
+    coverage at small ``n`` and at rates near 0 or 1, where the normal approximation fails."""
+    if n <= 0 or not 0 <= k <= n:
+        raise ValueError(f"k, n: need 0 <= k <= n and n > 0, got k={k}, n={n}")
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def median_interval(values: np.ndarray, level: float = 0.95) -> tuple[float, float]:
+    """A distribution-free interval for the median: the order statistics ``(j, n + 1 - j)``
+    with the largest ``j`` whose binomial coverage is at least ``level``. With fewer than 6
+    values no such pair reaches 95%: the whole range (min, max) is returned, which covers less."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = x.size
+    if n == 0:
+        raise ValueError("values: need at least one value")
+    # P(x_(j) <= median <= x_(n+1-j)) = 1 - 2 * P(Binomial(n, 1/2) <= j - 1)
+    cdf = np.cumsum([math.comb(n, i) for i in range(n + 1)]) / 2.0**n
+    j = 1
+    while j + 1 <= (n + 1) // 2 and 1 - 2 * cdf[j] >= level:
+        j += 1
+    return float(x[j - 1]), float(x[n - j])

@@ -802,9 +802,9 @@ def _values(name: str, threads: int, plant: bool) -> Arrays:
 def _difference(key: str, kept: Arrays, runs: Mapping[tuple[str, bool], Arrays]) -> str:
     """The largest |difference| of one array over the plain reruns, absolute and relative to
     the stored value (where that is not 0), as text."""
-    ref = kept[key].astype(np.float64)
     if kept[key].dtype.kind not in "fc":
         return "-"
+    ref = kept[key].astype(np.float64)
     absolute = relative = 0.0
     for (_, plant), r in runs.items():
         if plant or r[key].shape != ref.shape:

@@ -91,6 +91,11 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return out
 
 
+#: ``part/array`` -> (rtol, atol) within which a fingerprint rerun on another arithmetic must
+#: reproduce the stored values (``python -m attnscale._docs.stored spread article``).
+TOLERANCES: stored.Tolerances = {"*": (1e-4, 1e-8)}
+
+
 def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[stored.Check]:
     """The rerun's models reproduce the same models of the full run: every epoch loss within
     0.5%, the first-epoch gradient at the logits within 2%, and the paired final-loss gap of

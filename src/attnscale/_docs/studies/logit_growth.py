@@ -209,6 +209,11 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     }
 
 
+#: ``part/array`` -> (rtol, atol) within which a fingerprint rerun on another arithmetic must
+#: reproduce the stored values (``python -m attnscale._docs.stored spread logit_growth``).
+TOLERANCES: stored.Tolerances = {"*": (1e-4, 1e-8)}
+
+
 def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[stored.Check]:
     """The rerun's first steps reproduce the stored run: the same corpus, and per seed the loss
     and each layer's largest attention logit at the last rerun step within 1%."""

@@ -64,6 +64,11 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return _sweep.sweep_budget(task, variants(budget["variants"], d_k), d_k, budget, device)
 
 
+#: ``part/array`` -> (rtol, atol) within which a fingerprint rerun on another arithmetic must
+#: reproduce the stored values (``python -m attnscale._docs.stored spread scaling_matters``).
+TOLERANCES: stored.Tolerances = {"*": (1e-4, 1e-8)}
+
+
 EXPERIMENT = stored.Experiment(
     name="scaling_matters",
     parts=parts,

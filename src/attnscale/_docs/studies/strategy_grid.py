@@ -59,6 +59,11 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return _sweep.sweep_budget(task, {name: (name, 1.0) for name in names}, d_k, budget, device)
 
 
+#: ``part/array`` -> (rtol, atol) within which a fingerprint rerun on another arithmetic must
+#: reproduce the stored values (``python -m attnscale._docs.stored spread strategy_grid``).
+TOLERANCES: stored.Tolerances = {"*": (1e-4, 1e-8)}
+
+
 EXPERIMENT = stored.Experiment(
     name="strategy_grid",
     parts=parts,

@@ -134,6 +134,11 @@ def trained(full: stored.Stored, part: str = "seed0") -> torch.nn.Module:
     return model.eval()
 
 
+#: ``part/array`` -> (rtol, atol) within which a fingerprint rerun on another arithmetic must
+#: reproduce the stored values (``python -m attnscale._docs.stored spread trained_lm``).
+TOLERANCES: stored.Tolerances = {"*": (1e-4, 1e-8)}
+
+
 def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[stored.Check]:
     """The rerun's first steps reproduce the stored run's losses within 1%."""
     checks = []

@@ -1,0 +1,157 @@
+"""Compare two builds of the site, page by page, with their numbers blinded.
+
+Readers build the site on other CPUs, whose arithmetic differs in the last bits. A page may then
+print other numbers, but never another verdict, sentence or table shape. This script reads the
+text of every page of two built sites (``site/`` of a build under the default arithmetic, and of
+one under another: ``MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1`` in CI), replaces each number by
+``#``, and fails on any page whose blinded text differs. It then compares the numbers themselves:
+each pair must agree within ``RTOL`` (relative) or one unit of the last printed digit, except on
+the pages in ``FREE``, whose numbers are timings or the events of a chaotic run.
+
+    python tools/compare_builds.py SITE_A SITE_B
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+# A number: a sign standing alone, digits, a decimal part, an exponent; or a hex digest (a code
+# hash, a commit), which another build may print differently.
+NUMBER = re.compile(
+    r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b"
+    r"|(?<![\w.])[-+\u2212]?\d+(?:[.,]\d+)*(?:e[+-]?\d+)?|\b(?:inf|nan)\b"
+)
+#: How far two builds' numbers may lie apart (relative), beyond one unit of the last digit.
+#: Measured: see the closing note of the any-machine issue; numbers printed from sums over a few
+#: thousand floats move in the 4th significant digit at most.
+RTOL = 0.02
+#: Pages whose numbers are free to differ: timings, and the events of a chaotic build-time run
+#: (the verdicts on those pages come from stored runs, whose numbers do not move).
+FREE = (
+    "sg_execution_times",
+    "plot_10_watching_training",
+    "plot_06_optimisers",  # the time per step of each optimiser
+    "plot_04_comparison_table",  # the cost column: CPU time per call
+    "explorer",
+)
+
+
+class _Text(HTMLParser):
+    """The text of a page's article, one line per block element; scripts and styles left out."""
+
+    BLOCKS = {"p", "li", "tr", "h1", "h2", "h3", "h4", "pre", "div", "figcaption", "br", "td"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0  # inside <article>
+        self.skip = 0  # inside <script> or <style>
+        self.parts: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "article":
+            self.depth += 1
+        elif tag in ("script", "style"):
+            self.skip += 1
+        elif tag == "img" and self.depth:
+            alt = dict(attrs).get("alt")
+            if alt:
+                self.parts.append(f"\n[image: {alt}]\n")
+        if tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "article":
+            self.depth -= 1
+        elif tag in ("script", "style"):
+            self.skip -= 1
+        if tag in self.BLOCKS:
+            self.parts.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.depth and not self.skip:
+            self.parts.append(data)
+
+
+def page_text(path: Path) -> list[str]:
+    """The non-empty lines of a page's article text, whitespace collapsed."""
+    parser = _Text()
+    parser.feed(path.read_text(encoding="utf-8"))
+    lines = (" ".join(line.split()) for line in "".join(parser.parts).split("\n"))
+    return [line for line in lines if line]
+
+
+def blind(line: str) -> str:
+    return NUMBER.sub("#", line)
+
+
+def _value(token: str) -> float | None:
+    try:
+        return float(token.replace("\u2212", "-").replace(",", ""))
+    except ValueError:
+        return None
+
+
+def _unit(token: str) -> float:
+    """One unit of the last printed digit of a number."""
+    mantissa = token.split("e")[0]
+    decimals = len(mantissa.split(".")[1]) if "." in mantissa else 0
+    exponent = int(token.split("e")[1]) if "e" in token else 0
+    return float(10.0 ** (exponent - decimals))
+
+
+def number_differences(a: list[str], b: list[str]) -> list[str]:
+    """The pairs of numbers (same place, same blinded text) that lie apart by more than
+    ``RTOL`` and one unit of their last digit."""
+    out = []
+    for line_a, line_b in zip(a, b, strict=True):
+        for x, y in zip(NUMBER.findall(line_a), NUMBER.findall(line_b), strict=True):
+            u, v = _value(x), _value(y)
+            if u is None or v is None:  # digests: free to differ
+                continue
+            if abs(u - v) > RTOL * max(abs(u), abs(v)) + max(_unit(x), _unit(y)):
+                out.append(f"{x} / {y} in: {line_a[:100]}")
+    return out
+
+
+def compare(site_a: Path, site_b: Path) -> tuple[list[str], list[str]]:
+    """The text differences (failures) and the number differences beyond the tolerance
+    (failures outside ``FREE``) between two built sites."""
+    texts, numbers = [], []
+    pages_a = {p.relative_to(site_a) for p in site_a.rglob("*.html")}
+    pages_b = {p.relative_to(site_b) for p in site_b.rglob("*.html")}
+    for page in sorted(pages_a ^ pages_b):
+        texts.append(f"{page}: only in {'the first' if page in pages_a else 'the second'} build")
+    for page in sorted(pages_a & pages_b):
+        a, b = page_text(site_a / page), page_text(site_b / page)
+        ba, bb = [blind(x) for x in a], [blind(x) for x in b]
+        if ba != bb:
+            diff = list(difflib.unified_diff(ba, bb, lineterm="", n=0))[2:12]
+            texts.append(f"{page}:\n    " + "\n    ".join(diff))
+        elif not any(name in str(page) for name in FREE):
+            numbers += [f"{page}: {d}" for d in number_differences(a, b)]
+    return texts, numbers
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    site_a, site_b = (Path(p) for p in argv)
+    texts, numbers = compare(site_a, site_b)
+    pages = len(list(site_a.rglob("*.html")))
+    print(f"{pages} pages compared, numbers blinded")
+    if texts:
+        print(f"{len(texts)} page(s) print other text:\n" + "\n".join(texts))
+    if numbers:
+        print(f"{len(numbers)} number(s) beyond {RTOL:g} relative:\n  " + "\n  ".join(numbers))
+    if not texts and not numbers:
+        print("every page prints the same text; numbers within tolerance")
+    return 1 if texts or numbers else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
