@@ -327,7 +327,7 @@ def test_stored_provenance_is_present_and_true(name):
     # today's code reproduces it: bit for bit where this arithmetic made a record, else within
     # the experiment's tolerances
     live = stored.fingerprint(exp, fp["budget"])
-    how, why = stored.compare(exp, stored.RESULTS / name, fp, live)
+    _, why = stored.compare(exp, stored.RESULTS / name, fp, live)
     assert not why, why
     for part, record in full.provenance["parts"].items():
         assert record["code_hash"] == made_by, part

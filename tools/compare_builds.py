@@ -43,7 +43,9 @@ FREE = (
 class _Text(HTMLParser):
     """The text of a page's article, one line per block element; scripts and styles left out."""
 
-    BLOCKS = {"p", "li", "tr", "h1", "h2", "h3", "h4", "pre", "div", "figcaption", "br", "td"}
+    BLOCKS = frozenset(
+        {"p", "li", "tr", "h1", "h2", "h3", "h4", "pre", "div", "figcaption", "br", "td"}
+    )
 
     def __init__(self) -> None:
         super().__init__()
