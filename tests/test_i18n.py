@@ -322,6 +322,48 @@ def test_every_generated_text_has_a_chinese_entry() -> None:
     assert not catalogue.unused(), "entries no page shows: python tools/catalogue.py missing"
 
 
+def test_every_branch_a_script_can_print_has_a_chinese_entry() -> None:
+    """Not only the texts this build printed: a number from another machine can take another
+    branch (a lead time where there was none, a sign, a wider column), whose shape this build
+    never saw. Each f-string that prints numbers whole (a table cell, a printed line) needs an
+    entry, both arms of a conditional included."""
+    scripts = sorted([*ROOT.glob("examples/*/plot_*.py"), *ROOT.glob("factcheck/plot_*.py")])
+    missing = catalogue.unprinted_shapes(scripts)
+    assert not missing, "add to i18n/zh/catalogue:\n" + "\n".join(missing)
+
+
+def test_the_branch_scan_sees_an_untaken_branch(tmp_path: Path) -> None:
+    script = tmp_path / "plot_01_x.py"
+    script.write_text(
+        "lead = 3.0\n"
+        'rows = [["-" if lead < 0 else f"{lead:+.0f} steps ahead of the spike"]]\n'
+        'print(f"{0.5:.0%} of the runs never spiked")\n'
+    )
+    assert [t for _, t in catalogue.formatted_texts(script)] == [
+        "0% of the runs never spiked",
+        "+0 steps ahead of the spike",
+    ]
+    assert catalogue.shape("+0 steps ahead")[0] == catalogue.shape("-12 steps ahead")[0]
+    assert catalogue.shape("d_k =   16: x")[0] == catalogue.shape("d_k = 256: x")[0]
+    assert len(catalogue.unprinted_shapes([script])) == 2
+
+
+def test_a_stale_matplotlib_font_cache_finds_the_cjk_font(monkeypatch) -> None:
+    """A font cache made before fonts-noto-cjk was installed: the font is found through
+    fontconfig, not reported missing."""
+    import zh_figures
+    from matplotlib import font_manager
+
+    kept = [f for f in font_manager.fontManager.ttflist if "CJK" not in f.name]
+    monkeypatch.setattr(font_manager.fontManager, "ttflist", kept)
+    font_manager.fontManager._findfont_cached.cache_clear()
+    try:
+        zh_figures.check_font()
+        assert "CJK" in font_manager.findfont(zh_figures.CJK_FONT, fallback_to_default=False)
+    finally:
+        font_manager.fontManager._findfont_cached.cache_clear()
+
+
 def test_the_english_scan_catches_a_planted_word() -> None:
     page = "---\ntitle: x\n---\n这个结果已经 converged 了，见 `train()` 与 $\\max$。\n"
     assert catalogue.english_words(zh_style.reader_text(page)) == ["converged"]

@@ -26,6 +26,7 @@ appear on.
 
 from __future__ import annotations
 
+import ast
 import functools
 import html
 import io
@@ -45,11 +46,12 @@ GENERATED = ROOT / "docs" / "generated"
 # a number, or a hex digest (a code hash, a commit: 7 or more hex digits, letters and digits
 # both), which is one value, not a word with numbers in it. A sign is part of its number
 # ("+150" and "-150" have one shape, so a run whose number changes sign needs no new entry)
-# where it stands before it alone, not after a word or a number ("Gemma-2", "2026-12-02").
+# where it stands before it alone, not after a word or a number ("Gemma-2", "2026-12-02"); so
+# are the spaces that pad it to a column's width ("d_k =   16" and "d_k = 256" share a shape).
 _NUMBER = re.compile(
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b"
-    r"|(?<![\w.)}\]])[-+\u2212]?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
-    r"|\d+(?:\.\d+)?(?:e[+-]?\d+)?|[-+]?\b(?:inf|nan)\b"
+    r"|(?:(?<= ) +)?(?<![\w.)}\]])[-+\u2212]?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+    r"|\d+(?:\.\d+)?(?:e[+-]?\d+)?|(?:(?<= ) +)?[-+]?\b(?:inf|nan)\b"
 )
 _SLOT = re.compile(r"\{(\d*)\}")
 _ENTRY = re.compile(r"^<!-- en: (?P<en>.*?) -->[ \t]*$", re.M)
@@ -329,6 +331,66 @@ def _all_texts() -> Iterator[tuple[str, str]]:
         name = found["script"] if found else image.stem
         for text in zh_figures.english_texts(copy):
             yield name, text
+
+
+# A format spec that prints a number: the width and precision vary, the text around does not.
+_NUMERIC_SPEC = re.compile(r"[-+ ]?#?0?\d*_?(?:\.\d+)?[eEfFgGdn%]")
+
+
+def _rendered(node: ast.JoinedStr) -> str | None:
+    """An f-string with each number it formats rendered as ``0`` (``0%`` for a percentage);
+    None where it formats anything but numbers (its text is then not known in advance)."""
+    out = []
+    for part in node.values:
+        if isinstance(part, ast.Constant):
+            out.append(str(part.value))
+            continue
+        spec = part.format_spec  # type: ignore[attr-defined]
+        values = spec.values if isinstance(spec, ast.JoinedStr) else []
+        text = "".join(str(v.value) for v in values if isinstance(v, ast.Constant))
+        if len(text) != len(values) or not _NUMERIC_SPEC.fullmatch(text) or not values:
+            return None
+        out.append("0%" if text.endswith("%") else "0")
+    return "".join(out)
+
+
+def formatted_texts(source: Path) -> Iterator[tuple[int, str]]:
+    """The texts a gallery script can print whole, whichever branch a run takes: f-strings that
+    format only numbers and stand as an item of a list (a table row) or as ``print``'s one
+    argument, both arms of a conditional included. Yields (line, text with its numbers as 0)."""
+    tree = ast.parse(source.read_text())
+    for node in ast.walk(tree):
+        items: list[ast.expr] = []
+        if isinstance(node, ast.List):
+            items = list(node.elts)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "print"
+            and len(node.args) == 1
+        ):
+            items = [node.args[0]]
+        while items:
+            item = items.pop()
+            if isinstance(item, ast.IfExp):
+                items += [item.body, item.orelse]
+            elif isinstance(item, ast.JoinedStr):
+                text = _rendered(item)
+                if text is not None and "\n" not in text and english_words(text):
+                    yield item.lineno, text.strip()
+
+
+def unprinted_shapes(sources: list[Path]) -> list[str]:
+    """The shapes the scripts' format strings can print that the catalogue lacks, not even as
+    part of a longer entry (a printed line joined to the one before)."""
+    known = load()
+    found = []
+    for source in sources:
+        for line, text in formatted_texts(source):
+            key = shape(text)[0]
+            if not known.get(key) and not any(key in k for k, zh in known.items() if zh):
+                found.append(f"{source.name}:{line}: {key}")
+    return found
 
 
 def unused() -> list[str]:

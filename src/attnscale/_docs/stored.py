@@ -401,7 +401,9 @@ def deviation(kept: np.ndarray, live: np.ndarray, rtol: float, atol: float) -> f
         return 0.0 if np.array_equal(kept, live) else math.inf
     a, b = kept.astype(np.float64), live.astype(np.float64)
     finite = np.isfinite(a)
-    if not np.array_equal(finite, np.isfinite(b)) or not np.array_equal(a[~finite], b[~finite]):
+    if not np.array_equal(finite, np.isfinite(b)) or not np.array_equal(
+        a[~finite], b[~finite], equal_nan=True
+    ):
         return math.inf
     diff = np.abs(b[finite] - a[finite])
     bound = atol + rtol * np.abs(a[finite])
@@ -454,8 +456,10 @@ def compare(exp: Experiment, folder: Path, fp: dict[str, Any], live: Arrays) -> 
                 f"its behaviour changed: today's code does not reproduce the stored fingerprint "
                 f"(the reduced budget on one CPU thread, bit for bit on this arithmetic) in "
                 f"{len(differ)} array(s), first {differ[0]!r}"
+                if differ
+                else ""
             )
-            return "bit for bit", why if differ else ""
+            return "bit for bit", why
     path = folder / FINGERPRINT_VALUES
     if not path.exists():
         return "", (
