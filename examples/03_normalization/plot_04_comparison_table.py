@@ -40,8 +40,8 @@ VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
 # [MultiHeadAttention][attnscale.MultiHeadAttention] call relative to $1/\sqrt{d_k}$, measured
 # round-robin so that all strategies see the same machine load. That time is measured on the
 # CPU that built this page (its core count is printed below), at a small batch and length: it
-# says little about a GPU,
-# where fused attention kernels hide element-wise work on $q$ and $k$ behind memory traffic.
+# says little about a GPU, where fused attention kernels hide element-wise work on $q$ and $k$
+# behind memory traffic.
 # The "extra params / FLOPs" column, counted from the formulas (parameters in total over all
 # heads, FLOPs per head), carries over to any hardware; read the measured time as this
 # machine's, not as a GPU estimate.
