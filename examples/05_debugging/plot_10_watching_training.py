@@ -194,11 +194,7 @@ for v in VARIANTS:
         low, high = intervals.wilson_interval(k, of)
         return f"{k} of {of} ({100 * low:.0f} to {100 * high:.0f}%)"
 
-    if leads.size:
-        low, high = intervals.median_interval(leads)
-        lead = f"{np.median(leads):.0f} ({low:.0f} to {high:.0f}), {leads.size} runs"
-    else:
-        lead = "no run"
+    low, high = intervals.median_interval(leads) if leads.size else (np.nan, np.nan)
     rows.append(
         [
             NAMES[v],
@@ -206,7 +202,9 @@ for v in VARIANTS:
             rate(int(spiked.sum()), n),
             f"{int((spiked & (spike < WARMUP)).sum())} of {int(spiked.sum())}",
             rate(int(ahead.sum()), int(spiked.sum())) if spiked.any() else "no spike",
-            lead,
+            f"{np.median(leads):.0f} ({low:.0f} to {high:.0f}), {leads.size} runs"
+            if leads.size
+            else "no run",
         ]
     )
 Table(
