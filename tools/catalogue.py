@@ -378,9 +378,9 @@ def formatted_texts(source: Path) -> Iterator[tuple[int, str]]:
             if isinstance(item, ast.IfExp):
                 items += [item.body, item.orelse]
                 for arm in (item.body, item.orelse):  # a fixed text one run may not print
-                    if isinstance(arm, ast.Constant) and isinstance(arm.value, str):
-                        if english_words(arm.value):
-                            yield arm.lineno, arm.value.strip()
+                    text = arm.value if isinstance(arm, ast.Constant) else None
+                    if isinstance(text, str) and english_words(text):
+                        yield arm.lineno, text.strip()
             elif isinstance(item, ast.JoinedStr):
                 text = _rendered(item)
                 if text is not None and "\n" not in text and english_words(text):
