@@ -415,7 +415,9 @@ def test_deviation():
     b = a.copy()
     b[0] = 1.001
     assert stored.deviation(a, b, 0.0, 0.0) == math.inf  # exact where no tolerance is given
-    assert 0.99 < stored.deviation(a, b, 1e-3, 0.0) < 1.01
+    # the norm of the difference against rtol times the norm of the stored finite values
+    assert math.isclose(stored.deviation(a, b, 1e-3 / math.sqrt(5), 0.0), 1.0, rel_tol=1e-3)
+    assert math.isclose(stored.deviation(a, b, 0.0, 1e-3 / math.sqrt(2)), 1.0, rel_tol=1e-3)
     b[2] = 0.0  # a NaN elsewhere
     assert stored.deviation(a, b, 1.0, 1.0) == math.inf
     ints = np.arange(3)

@@ -392,9 +392,12 @@ def hashes(values: Arrays) -> dict[str, str]:
 
 
 def deviation(kept: np.ndarray, live: np.ndarray, rtol: float, atol: float) -> float:
-    r"""The largest $|\text{live} - \text{kept}| / (\text{atol} + \text{rtol}\,|\text{kept}|)$
-    over the elements: at most 1 is within the tolerance. Other shapes or dtypes, a NaN or an
-    infinity in other places, or any difference where the tolerance is 0, give infinity."""
+    r"""How far ``live`` lies from ``kept``, in units of the tolerance: the norm of the
+    difference over $\text{rtol}\,\lVert \text{kept} \rVert + \text{atol}\sqrt{n}$, both over
+    the finite elements (at most 1 is within). A norm, not each element: an element near 0
+    (a bias that gets only round-off gradients, a loss at round-off level) would otherwise
+    decide alone. Other shapes or dtypes, a NaN or an infinity in other places, and any
+    difference where the tolerance is 0, give infinity; integers and strings must be equal."""
     if kept.shape != live.shape or kept.dtype != live.dtype:
         return math.inf
     if kept.dtype.kind not in "fc":
@@ -405,11 +408,11 @@ def deviation(kept: np.ndarray, live: np.ndarray, rtol: float, atol: float) -> f
         a[~finite], b[~finite], equal_nan=True
     ):
         return math.inf
-    diff = np.abs(b[finite] - a[finite])
-    bound = atol + rtol * np.abs(a[finite])
-    if np.any(diff[bound == 0] > 0):
-        return math.inf
-    return float(np.max(diff / np.where(bound == 0, 1.0, bound), initial=0.0))
+    diff = float(np.linalg.norm(b[finite] - a[finite]))
+    bound = rtol * float(np.linalg.norm(a[finite])) + atol * math.sqrt(int(finite.sum()))
+    if bound == 0:
+        return 0.0 if diff == 0 else math.inf
+    return diff / bound
 
 
 def deviations(kept: Arrays, live: Arrays, tol: Tolerances) -> dict[str, float]:
@@ -821,11 +824,12 @@ def _difference(key: str, kept: Arrays, runs: Mapping[tuple[str, bool], Arrays])
     return f"{absolute:.3g} (relative {relative:.3g})"
 
 
-def spread(name: str, *, log: Callable[[str], object] = print) -> bool:
+def spread(name: str, *, keep: Path | None = None, log: Callable[[str], object] = print) -> bool:
     """Rerun experiment ``name``'s fingerprint under each of [ARITHMETICS][], as it is and with
     the [planted_change][], each in a fresh process; print how far each lies from the stored
     values, in units of the experiment's tolerances. Returns whether every plain rerun lies
-    within them and every planted one outside."""
+    within them and every planted one outside. With ``keep``, each rerun's values are kept
+    there and reused by the next call (to try other tolerances on the same reruns)."""
     import tempfile
 
     exp = experiment(name)
@@ -833,17 +837,18 @@ def spread(name: str, *, log: Callable[[str], object] = print) -> bool:
     folder = _folder(name, None)
     runs: dict[tuple[str, bool], Arrays] = {}
     with tempfile.TemporaryDirectory() as tmp:
+        where = keep or Path(tmp)
+        where.mkdir(parents=True, exist_ok=True)
         for label, env, threads in ARITHMETICS:
             for plant in (False, True):
-                out = Path(tmp) / f"{len(runs)}.npz"
+                out = where / f"{name}-{len(runs)}.npz"
                 cmd = [sys.executable, "-m", "attnscale._docs.stored", "values", name]
                 cmd += ["--threads", str(threads), "--out", str(out), *(["--plant"] * plant)]
-                done = subprocess.run(cmd, env={**os.environ, **env}, check=False)
-                if done.returncode == 0:
+                if out.exists() or subprocess.run(cmd, env={**os.environ, **env}).returncode == 0:
                     with np.load(out) as data:
                         runs[(label, plant)] = {k: data[k] for k in data.files}
                 else:
-                    log(f"{name}: {label} failed (exit {done.returncode}); left out")
+                    log(f"{name}: {label} failed; left out")
     ref_path = folder / FINGERPRINT_VALUES
     if ref_path.exists():
         with np.load(ref_path) as data:
@@ -909,6 +914,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "against the tolerances",
     )
     spread_p.add_argument("names", nargs="+", help="experiments")
+    spread_p.add_argument("--keep", type=Path, help="keep the reruns' values here, and reuse them")
     values_p = sub.add_parser("values")  # one rerun of `spread`, in its own process
     values_p.add_argument("name")
     values_p.add_argument("--threads", type=int, required=True)
@@ -920,7 +926,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         np.savez(args.out, **arrays)  # type: ignore[arg-type]
         return 0
     if args.command == "spread":
-        return 0 if all([spread(name) for name in args.names]) else 1
+        return 0 if all([spread(name, keep=args.keep) for name in args.names]) else 1
     if args.command == "fingerprint":
         for name in args.names:
             print(f"{name}: fingerprint of {store_fingerprint(name)} arrays stored")
