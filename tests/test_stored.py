@@ -32,7 +32,7 @@ TOY = textwrap.dedent(
 
     FULL = {"seeds": [0, 1, 2], "steps": 50}
     REDUCED = {"seeds": [1], "steps": 50}
-    TOLERANCES = {"walk/walk": (1e-6, 0.0)}
+    TOLERANCES = {"walk/walk": stored.Tolerance(1e-6)}
 
 
     def parts(budget):
@@ -423,6 +423,18 @@ def test_deviation():
     ints = np.arange(3)
     assert stored.deviation(ints, ints + 1, 1.0, 1.0) == math.inf  # integers are exact
     assert stored.deviation(a, a[:2], 1.0, 1.0) == math.inf
+
+
+def test_a_tolerance_can_compare_the_early_steps_only():
+    """A chaotic curve: the last bits grow over the steps, so only its first steps are compared;
+    ``first=0`` leaves an array to the others."""
+    kept = {"p/curve": np.array([[1.0, 2.0, 3.0, 4.0]]), "p/final": np.array([5.0])}
+    live = {"p/curve": np.array([[1.0, 2.0, 3.5, 9.0]]), "p/final": np.array([7.0])}
+    tol = {"*/curve": stored.Tolerance(1e-6, first=2), "*/final": stored.Tolerance(0.0, first=0)}
+    assert stored.deviations(kept, live, tol) == {"p/curve": 0.0, "p/final": 0.0}
+    tol = {"*/curve": stored.Tolerance(1e-6, first=3)}
+    found = stored.deviations(kept, live, tol)
+    assert found["p/curve"] > 1 and found["p/final"] == math.inf  # no pattern: must be equal
 
 
 def test_this_python_has_the_logit_growth_text():

@@ -74,6 +74,7 @@ __all__ = [
     "Experiment",
     "StaleResults",
     "Stored",
+    "Tolerance",
     "arithmetic",
     "checks_table",
     "close",
@@ -97,10 +98,27 @@ COMMAND = "nox -s experiments -- {name}"
 
 Arrays = dict[str, np.ndarray]
 Budget = dict[str, Any]
-#: ``part/array`` pattern (``fnmatch``) -> (rtol, atol): how far a fingerprint rerun on another
-#: arithmetic may lie from the stored values; the first matching pattern applies, and an array
-#: that none matches must be equal.
-Tolerances = Mapping[str, tuple[float, float]]
+#: ``part/array`` pattern (``fnmatch``) -> a [Tolerance][]: how far a fingerprint rerun on
+#: another arithmetic may lie from the stored values. The first matching pattern applies; an
+#: array that none matches must be equal.
+Tolerances = Mapping[str, "Tolerance"]
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """How far an array of a fingerprint rerun may lie from the stored one (see [deviation][]).
+
+    ``first``: compare only the first ``first`` entries of the last axis (the early steps of a
+    curve, before a chaotic run lets the last bits grow), or nothing with ``first=0`` (an array
+    that another arithmetic moves as much as a change of behaviour does: the other arrays must
+    then catch that change).
+    """
+
+    rtol: float
+    atol: float = 0.0
+    first: int | None = None
+
+
 FINGERPRINT_VALUES = "fingerprint.npz"
 
 
@@ -419,9 +437,16 @@ def deviations(kept: Arrays, live: Arrays, tol: Tolerances) -> dict[str, float]:
     """Per array, its [deviation][] from the stored values under the first matching tolerance."""
     out = {}
     for key in kept.keys() | live.keys():
-        rtol, atol = next((v for p, v in tol.items() if fnmatchcase(key, p)), (0.0, 0.0))
-        both = key in kept and key in live
-        out[key] = deviation(kept[key], live[key], rtol, atol) if both else math.inf
+        t = next((v for p, v in tol.items() if fnmatchcase(key, p)), Tolerance(0.0))
+        if key not in kept or key not in live:
+            out[key] = math.inf
+        elif t.first is None:
+            out[key] = deviation(kept[key], live[key], t.rtol, t.atol)
+        elif t.first == 0 or kept[key].shape != live[key].shape:
+            out[key] = 0.0 if t.first == 0 else math.inf
+        else:
+            part = (..., slice(0, t.first))
+            out[key] = deviation(kept[key][part], live[key][part], t.rtol, t.atol)
     return out
 
 
@@ -860,12 +885,17 @@ def spread(name: str, *, keep: Path | None = None, log: Callable[[str], object] 
     log(f"{name}: deviation from {against}, in units of the tolerance (<= 1 is within)")
     ok = True
     width = max(len(k) for k in kept)
+    plain_runs = [r for (_, p), r in runs.items() if not p]
+    planted_runs = [r for (_, p), r in runs.items() if p]
     for key in sorted(kept):
-        rtol, atol = next((v for p, v in tol.items() if fnmatchcase(key, p)), (0.0, 0.0))
-        plain = [deviation(kept[key], r[key], rtol, atol) for (_, p), r in runs.items() if not p]
+        t = next((v for p, v in tol.items() if fnmatchcase(key, p)), Tolerance(0.0))
+        plain = [deviations({key: kept[key]}, {key: r[key]}, tol)[key] for r in plain_runs]
+        planted = [deviations({key: kept[key]}, {key: r[key]}, tol)[key] for r in planted_runs]
+        first = "" if t.first is None else f" first {t.first}"
         log(
-            f"  {key:<{width}}  rtol {rtol:<7g} atol {atol:<7g} arithmetics: worst "
-            f"{max(plain):.3g}; largest difference {_difference(key, kept, runs)}"
+            f"  {key:<{width}}  rtol {t.rtol:<6g} atol {t.atol:<6g}{first}: arithmetics worst "
+            f"{max(plain):.3g}, planted least {min(planted):.3g}; largest difference "
+            f"{_difference(key, kept, runs)}"
         )
     log(f"{name}: per arithmetic, the worst array (plain | with every Adam step x{PLANTED:g})")
     for label, _, _ in ARITHMETICS:

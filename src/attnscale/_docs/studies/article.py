@@ -97,7 +97,7 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
 #: ATEN_CPU_CAPABILITY=avx2 and =default, 1, 2 and 3 threads): the largest relative difference
 #: of any array was 8.6e-7 (the final entropy), 0.0083 of this tolerance; every Adam step 1%
 #: larger moved the final entropy by 152 times it.
-TOLERANCES: stored.Tolerances = {"*": (1e-4, 1e-8)}
+TOLERANCES: stored.Tolerances = {"*": stored.Tolerance(1e-4, 1e-8)}
 
 
 def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[stored.Check]:

@@ -216,7 +216,10 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
 #: was 1.5e-4 for the largest logit (it grows with the weights, so it moves most), 3.4e-7 for
 #: the rest. Every Adam step 1% larger moved the largest logit by 1.1e3 times the tolerance
 #: below, set at 20 times the largest difference seen.
-TOLERANCES: stored.Tolerances = {"*/max_logit": (3e-3, 1e-6), "*": (1e-4, 1e-8)}
+TOLERANCES: stored.Tolerances = {
+    "*/max_logit": stored.Tolerance(3e-3, 1e-6),
+    "*": stored.Tolerance(1e-4, 1e-8),
+}
 
 
 def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[stored.Check]:
