@@ -91,12 +91,13 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return out
 
 
-#: ``part/array`` -> (rtol, atol) within which a fingerprint rerun on another arithmetic must
-#: reproduce the stored values. Measured with ``python -m attnscale._docs.stored spread
-#: article`` (Intel Xeon with AVX-512, 2026-12-05; default, MKL_CBWR=COMPATIBLE,
-#: ATEN_CPU_CAPABILITY=avx2 and =default, 1, 2 and 3 threads): the largest relative difference
-#: of any array was 8.6e-7 (the final entropy), 0.0083 of this tolerance; every Adam step 1%
-#: larger moved the final entropy by 152 times it.
+#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
+#: attnscale._docs.stored spread article`` on an Intel Xeon with AVX-512, 2026-12-05, across six
+#: arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default; 2 and 3
+#: threads) and with every Adam step 1% larger (planted): the largest arithmetic moved an array
+#: by 0.0025 of the tolerance below (norms of the differences), the planted change the final
+#: entropy by 77 times it.
 TOLERANCES: stored.Tolerances = {"*": stored.Tolerance(1e-4, 1e-8)}
 
 

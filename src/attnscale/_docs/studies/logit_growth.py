@@ -209,13 +209,13 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     }
 
 
-#: ``part/array`` -> (rtol, atol) within which a fingerprint rerun on another arithmetic must
-#: reproduce the stored values. Measured with ``python -m attnscale._docs.stored spread
-#: logit_growth`` (Intel Xeon with AVX-512, 2026-12-05; default, MKL_CBWR=COMPATIBLE,
-#: ATEN_CPU_CAPABILITY=avx2 and =default, 1, 2 and 3 threads): the largest relative difference
-#: was 1.5e-4 for the largest logit (it grows with the weights, so it moves most), 3.4e-7 for
-#: the rest. Every Adam step 1% larger moved the largest logit by 1.1e3 times the tolerance
-#: below, set at 20 times the largest difference seen.
+#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
+#: attnscale._docs.stored spread logit_growth`` on an Intel Xeon with AVX-512, 2026-12-05,
+#: across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
+#: 2 and 3 threads) and with every Adam step 1% larger (planted): the largest logit moved most
+#: (by 4.5e-5 of its norm, 0.015 of its tolerance below); the planted change moved the entropy
+#: by 27 times its tolerance.
 TOLERANCES: stored.Tolerances = {
     "*/max_logit": stored.Tolerance(3e-3, 1e-6),
     "*": stored.Tolerance(1e-4, 1e-8),

@@ -65,13 +65,13 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
 
 
 #: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
-#: rerun on another arithmetic must reproduce the stored values. Measured with
-#: ``python -m attnscale._docs.stored spread scaling_matters``
-#: on an Intel Xeon with AVX-512, 2026-12-05, across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
-#: 2 and 3 threads) and with every Adam step 1% larger (planted): the mean task's
-#: curves reach round-off level, where the last bits grow over the steps (relative differences
-#: up to 0.8 by the end), so only their first 16 windows are compared: there the largest
-#: arithmetic moved 0.17 of the tolerance below and the planted change 13 times it.
+#: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
+#: attnscale._docs.stored spread scaling_matters`` on an Intel Xeon with AVX-512, 2026-12-05,
+#: across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
+#: 2 and 3 threads) and with every Adam step 1% larger (planted): the mean task's curves reach
+#: round-off level, where the last bits grow over the steps (relative differences up to 0.8 by
+#: the end), so only their first 16 windows are compared: there the largest arithmetic moved
+#: 0.17 of the tolerance below and the planted change 13 times it.
 TOLERANCES: stored.Tolerances = {
     "*/curve_*": stored.Tolerance(5e-3, 1e-8, first=16),
     "*": stored.Tolerance(1e-4, 1e-8),

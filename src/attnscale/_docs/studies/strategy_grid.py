@@ -60,14 +60,14 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
 
 
 #: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
-#: rerun on another arithmetic must reproduce the stored values. Measured with
-#: ``python -m attnscale._docs.stored spread strategy_grid``
-#: on an Intel Xeon with AVX-512, 2026-12-05, across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
-#: 2 and 3 threads) and with every Adam step 1% larger (planted): its curves part
-#: over the steps (relative 0.3 to 0.6 by the end), and its final losses moved by 20% under the
-#: arithmetics, as much as under the planted change, so they are left to the curves. Over the
-#: curves' first 16 windows, the largest arithmetic moved 0.10 of the tolerance below and the
-#: planted change 17 times it.
+#: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
+#: attnscale._docs.stored spread strategy_grid`` on an Intel Xeon with AVX-512, 2026-12-05,
+#: across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
+#: 2 and 3 threads) and with every Adam step 1% larger (planted): its curves part over the steps
+#: (relative 0.3 to 0.6 by the end), and its final losses moved by 20% under the arithmetics, as
+#: much as under the planted change, so they are left to the curves. Over the curves' first 16
+#: windows, the largest arithmetic moved 0.10 of the tolerance below and the planted change 17
+#: times it.
 TOLERANCES: stored.Tolerances = {
     "*/curve_*": stored.Tolerance(2e-3, 1e-8, first=16),
     "*/train_loss": stored.Tolerance(0.0, first=0),

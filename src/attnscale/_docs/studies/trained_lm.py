@@ -135,12 +135,12 @@ def trained(full: stored.Stored, part: str = "seed0") -> torch.nn.Module:
 
 
 #: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
-#: rerun on another arithmetic must reproduce the stored values. Measured with
-#: ``python -m attnscale._docs.stored spread trained_lm``
-#: on an Intel Xeon with AVX-512, 2026-12-05, across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
-#: 2 and 3 threads) and with every Adam step 1% larger (planted): the weights after 40
-#: steps moved by up to 7e-4 of their norm (most in the attention's key bias, whose gradient is
-#: round-off alone), 0.18 of the tolerance below; the planted change moved them by 7 times it.
+#: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
+#: attnscale._docs.stored spread trained_lm`` on an Intel Xeon with AVX-512, 2026-12-05, across
+#: six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default; 2 and 3
+#: threads) and with every Adam step 1% larger (planted): the weights after 40 steps moved by up
+#: to 7e-4 of their norm (most in the attention's key bias, whose gradient is round-off alone),
+#: 0.18 of the tolerance below; the planted change moved them by 7 times it.
 TOLERANCES: stored.Tolerances = {"*": stored.Tolerance(2e-3, 1e-8)}
 
 
