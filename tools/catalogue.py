@@ -358,8 +358,8 @@ def _rendered(node: ast.JoinedStr) -> str | None:
 
 def formatted_texts(source: Path) -> Iterator[tuple[int, str]]:
     """The texts a gallery script can print whole, whichever branch a run takes: f-strings that
-    format only numbers and stand as an item of a list (a table row) or as ``print``'s one
-    argument, and both arms of a conditional there. Yields (line, text with its numbers as
+    format only numbers and stand as an item of a list (a table row), as ``print``'s one
+    argument or as what a function returns, and both arms of a conditional there. Yields (line, text with its numbers as
     0)."""
     tree = ast.parse(source.read_text())
     for node in ast.walk(tree):
@@ -373,6 +373,8 @@ def formatted_texts(source: Path) -> Iterator[tuple[int, str]]:
             and len(node.args) == 1
         ):
             items = [node.args[0]]
+        elif isinstance(node, ast.Return) and node.value is not None:
+            items = [node.value]  # a helper that makes a cell
         while items:
             item = items.pop()
             if isinstance(item, ast.IfExp):

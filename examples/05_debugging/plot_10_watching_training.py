@@ -33,7 +33,7 @@ SEED = 0
 STEPS = BUDGET["stop_after"]  # the first 300 steps of the 2,000-step schedule
 EVERY = BUDGET["every"]  # the monitor measures every 10th optimizer step
 WARMUP = BUDGET["warmup"]
-EARLY = 60  # the step whose report the page prints: before the chaotic part of the run
+EARLY = 60  # the report printed below is this step's
 TAU = THRESHOLDS["max_logit"]  # a head's max logit above this warns
 ENTROPY = THRESHOLDS["normalized_entropy"]  # a head's entropy below this warns
 
@@ -63,14 +63,19 @@ for variant in VARIANTS:
     model, opt, sched, gen = study.setup(BUDGET, variant, SEED)
     logged: list[dict[str, float]] = []
     monitor = AttentionMonitor(
-        model, all_rows=True, every=EVERY, optimizer=opt, history=100, log=logged.append
+        model,
+        all_rows=True,
+        every=EVERY,
+        optimizer=opt,
+        history=100,
+        log=logged.append,
     )
     losses = []
     with monitor:
         for step in range(1, STEPS + 1):
             losses.append(study.train_step(BUDGET, model, opt, sched, text, gen))
             if step == EARLY:
-                early = monitor.report()  # the report can be read at any step
+                early = monitor.report()  # a report can be read at any step
     runs[variant] = {
         "report": monitor.report(),
         "early": early,
@@ -186,7 +191,22 @@ stored.checks_table(stored.verify(watched, live))
 # learning rate still rises then, so a spike there says as much about the schedule as about
 # the monitor.
 
+
 # %%
+def rate(k: int, of: int) -> str:
+    """``k`` of ``of`` with a 95% Wilson interval for the rate."""
+    low, high = intervals.wilson_interval(k, of)
+    return f"{k} of {of} ({100 * low:.0f} to {100 * high:.0f}%)"
+
+
+def lead_text(leads: np.ndarray) -> str:
+    """The median lead time with its distribution-free 95% interval, and the runs behind it."""
+    if leads.size < 2:
+        return f"{leads[0]:.0f}, 1 run: no interval" if leads.size else "no run"
+    low, high = intervals.median_interval(leads)
+    return f"{np.median(leads):.0f} ({low:.0f} to {high:.0f}), {leads.size} runs"
+
+
 summary = {}
 rows = []
 for v in VARIANTS:
@@ -196,15 +216,7 @@ for v in VARIANTS:
     n = len(part["seeds"])
     spiked, was_warned = ~np.isnan(spike), ~np.isnan(warn)
     ahead = spiked & was_warned & (warn < spike)
-    leads = (spike - warn)[ahead]
-    summary[v] = {"runs": n, "warned": int(was_warned.sum()), "spiked": int(spiked.sum())}
-    summary[v]["ahead"] = int(ahead.sum())
-
-    def rate(k: int, of: int) -> str:
-        low, high = intervals.wilson_interval(k, of)
-        return f"{k} of {of} ({100 * low:.0f} to {100 * high:.0f}%)"
-
-    low, high = intervals.median_interval(leads) if leads.size else (np.nan, np.nan)
+    summary[v] = {"runs": n, "warned": int(was_warned.sum())}
     rows.append(
         [
             NAMES[v],
@@ -212,9 +224,7 @@ for v in VARIANTS:
             rate(int(spiked.sum()), n),
             f"{int((spiked & (spike < WARMUP)).sum())} of {int(spiked.sum())}",
             rate(int(ahead.sum()), int(spiked.sum())) if spiked.any() else "no spike",
-            f"{np.median(leads):.0f} ({low:.0f} to {high:.0f}), {leads.size} runs"
-            if leads.size
-            else "no run",
+            lead_text((spike - warn)[ahead]),
         ]
     )
 Table(
