@@ -214,7 +214,13 @@ def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[s
         else:
             bound, ok, seen = "never, as every stored seed", not math.isfinite(this), "never"
         checks.append(
-            stored.Check(f"{part}, seed 0: first warning (step)", seen, f"{this:.0f}", bound, ok)
+            stored.Check(
+                f"{part}, seed 0: first warning (step)",
+                seen,
+                f"{this:.0f}" if math.isfinite(this) else "-",  # a dash: never warned
+                bound,
+                ok,
+            )
         )
     return checks
 
