@@ -67,6 +67,22 @@ def test_every_n_optimizer_steps_and_the_log_hook() -> None:
         assert all(isinstance(v, float) and math.isfinite(v) for v in d.values())
 
 
+def test_a_report_read_mid_run_stays_as_it_was() -> None:
+    """A report is a snapshot: the monitor goes on measuring after it (it once kept appending
+    to the report's records, so a report read at step 3 showed the statistics of step 9)."""
+    torch.manual_seed(0)
+    model = Tiny()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    monitor = AttentionMonitor(model, every=3, optimizer=opt)
+    _train(monitor, model, opt, steps=4)
+    early = monitor.report()
+    text = str(early)
+    _train(monitor, model, opt, steps=6)
+    assert [s.run_step for s in early.records[0].series] == [0, 3]
+    assert str(early) == text
+    assert [s.run_step for s in monitor.report().records[0].series] == [0, 3, 6, 9]
+
+
 def test_gradient_accumulation_counts_optimizer_steps() -> None:
     model = Tiny()
     opt = torch.optim.SGD(model.parameters(), lr=1e-2)

@@ -361,7 +361,8 @@ class AttentionMonitor:
         capture = self._capture
         if capture is None:
             return MonitorReport(records=[], findings=[no_attention(0)])
-        records = list(capture.records.values())
+        # a snapshot: the monitor goes on appending to its records after this report
+        records = [dataclasses.replace(r, series=list(r.series)) for r in capture.records.values()]
         per_site: list[tuple[Finding, AttentionStats]] = []
         for r in records:
             worst: dict[str, tuple[Finding, AttentionStats]] = {}
