@@ -433,11 +433,16 @@ def deviation(kept: np.ndarray, live: np.ndarray, rtol: float, atol: float) -> f
     return diff / bound
 
 
+def tolerance_of(key: str, tol: Tolerances) -> Tolerance:
+    """The first tolerance whose pattern matches ``part/array`` (none: equal)."""
+    return next((v for p, v in tol.items() if fnmatchcase(key, p)), Tolerance(0.0))
+
+
 def deviations(kept: Arrays, live: Arrays, tol: Tolerances) -> dict[str, float]:
     """Per array, its [deviation][] from the stored values under the first matching tolerance."""
     out = {}
     for key in kept.keys() | live.keys():
-        t = next((v for p, v in tol.items() if fnmatchcase(key, p)), Tolerance(0.0))
+        t = tolerance_of(key, tol)
         if key not in kept or key not in live:
             out[key] = math.inf
         elif t.first is None:
@@ -888,7 +893,7 @@ def spread(name: str, *, keep: Path | None = None, log: Callable[[str], object] 
     plain_runs = [r for (_, p), r in runs.items() if not p]
     planted_runs = [r for (_, p), r in runs.items() if p]
     for key in sorted(kept):
-        t = next((v for p, v in tol.items() if fnmatchcase(key, p)), Tolerance(0.0))
+        t = tolerance_of(key, tol)
         plain = [deviations({key: kept[key]}, {key: r[key]}, tol)[key] for r in plain_runs]
         planted = [deviations({key: kept[key]}, {key: r[key]}, tol)[key] for r in planted_runs]
         first = "" if t.first is None else f" first {t.first}"
