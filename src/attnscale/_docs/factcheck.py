@@ -162,9 +162,8 @@ def _check_2_1(gen: torch.Generator) -> ClaimCheck:
         "2.1",
         "Adding a constant to the logits (case 1 → case 2 → case 3) makes the softmax sharper.",
         "false" if spread < 1e-6 else "holds",
-        "All three cases give the same probabilities ("
-        + ("identical to the last bit" if spread == 0 else f"largest difference {spread:.1e}")
-        + "), "
+        # the difference, not "identical": whether the last bits agree depends on the CPU
+        f"All three cases give the same probabilities (largest difference {spread:.1e}), "
         f"max probability {nums['p_max']:.4f} and entropy {nums['entropy']:.4f} nats: "
         "softmax ignores a shift. Multiplying the logits is what sharpens it.",
         "false if the three outputs agree to 1e-6; holds otherwise",
@@ -385,7 +384,8 @@ def _check_5_3(gen: torch.Generator) -> ClaimCheck:
         manual = F.scaled_dot_product_attention(q, k, v)  # default scale 1/sqrt(head_dim)
         manual = mha.out_proj(manual.transpose(1, 2).reshape(2, 10, embed))
     err = (out - manual).abs().max().item()
-    same = "equals SDPA's default exactly" if err == 0 else f"differs from SDPA's by {err:.1e}"
+    # one sentence on every CPU: the two paths agree bit for bit on some, to round-off on others
+    same = f"matches SDPA's default to float32 round-off (largest difference {err:.1e})"
     return ClaimCheck(
         "5.3",
         "nn.MultiheadAttention has a sqrt(d_k) parameter.",
