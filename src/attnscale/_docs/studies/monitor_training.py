@@ -90,7 +90,7 @@ def train_step(
     loss = F.cross_entropy(logits, y.reshape(-1))
     z_loss = budget["z_loss"] * torch.logsumexp(logits, -1).square().mean()
     opt.zero_grad(set_to_none=True)
-    (loss + z_loss).backward()  # type: ignore[no-untyped-call]
+    (loss + z_loss).backward()
     opt.step()
     if sched is not None:
         sched.step()
@@ -123,7 +123,7 @@ def records(
         "heads": np.array(heads),
         "max_logit": max_logit,
         "entropy": per_head(logged, "entropy")[1],
-        "warned": np.array([np.nan if first.get(c) is None else float(first[c]) for c in WATCHED]),
+        "warned": np.array([np.nan if s is None else float(s) for s in map(first.get, WATCHED)]),
     }
 
 
