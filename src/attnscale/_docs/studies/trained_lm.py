@@ -138,10 +138,16 @@ def trained(full: stored.Stored, part: str = "seed0") -> torch.nn.Module:
 #: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
 #: attnscale._docs.stored spread trained_lm`` on an Intel Xeon with AVX-512, 2026-12-05, across
 #: six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default; 2 and 3
-#: threads) and with every Adam step 1% larger (planted): the weights after 40 steps moved by up
-#: to 7e-4 of their norm (most in the attention's key bias, whose gradient is round-off alone),
-#: 0.18 of the tolerance below; the planted change moved them by 7 times it.
-TOLERANCES: stored.Tolerances = {"*": stored.Tolerance(2e-3, 1e-8)}
+#: threads) and with every Adam step 1% larger (planted). The attention's query-key-value bias
+#: moved most, by up to 3.5e-4 of its norm: the key part's true gradient is zero (a softmax
+#: ignores a shift), so Adam follows round-off there; it gets its own tolerance, 0.018 of which
+#: the arithmetics used. Every other array moved by at most 5e-7 of its norm, 0.0026 of its
+#: tolerance. The planted change moved some array by 65 times its tolerance under every
+#: arithmetic.
+TOLERANCES: stored.Tolerances = {
+    "*c_attn.bias": stored.Tolerance(2e-2, 1e-8),
+    "*": stored.Tolerance(2e-4, 1e-8),
+}
 
 
 def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[stored.Check]:
