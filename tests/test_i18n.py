@@ -327,7 +327,7 @@ def test_every_branch_a_script_can_print_has_a_chinese_entry() -> None:
     branch (a lead time where there was none, a sign, a wider column), whose shape this build
     never saw. Each f-string that prints numbers whole (a table cell, a printed line) needs an
     entry, both arms of a conditional included."""
-    missing = catalogue.unprinted_shapes(catalogue._scripts())
+    missing = catalogue.unprinted_shapes(catalogue.scripts())
     assert not missing, "add to i18n/zh/catalogue:\n" + "\n".join(missing)
 
 

@@ -48,10 +48,11 @@ GENERATED = ROOT / "docs" / "generated"
 # ("+150" and "-150" have one shape, so a run whose number changes sign needs no new entry)
 # where it stands before it alone, not after a word or a number ("Gemma-2", "2026-12-02"); so
 # are the spaces that pad it to a column's width ("d_k =   16" and "d_k = 256" share a shape).
+_DIGITS = r"\d+(?:\.\d+)?(?:e[+-]?\d+)?"
+_PADDING = r"(?:(?<= ) +)?"
 _NUMBER = re.compile(
     r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,64}\b"
-    r"|(?:(?<= ) +)?(?<![\w.)}\]])[-+\u2212]?\d+(?:\.\d+)?(?:e[+-]?\d+)?"
-    r"|\d+(?:\.\d+)?(?:e[+-]?\d+)?|(?:(?<= ) +)?[-+]?\b(?:inf|nan)\b"
+    rf"|{_PADDING}(?<![\w.)}}\]])[-+\u2212]?{_DIGITS}|{_DIGITS}|{_PADDING}[-+]?\b(?:inf|nan)\b"
 )
 _SLOT = re.compile(r"\{(\d*)\}")
 _ENTRY = re.compile(r"^<!-- en: (?P<en>.*?) -->[ \t]*$", re.M)
@@ -359,8 +360,8 @@ def _rendered(node: ast.JoinedStr) -> str | None:
 def formatted_texts(source: Path) -> Iterator[tuple[int, str]]:
     """The texts a gallery script can print whole, whichever branch a run takes: f-strings that
     format only numbers and stand as an item of a list (a table row), as ``print``'s one
-    argument or as what a function returns, and both arms of a conditional there. Yields (line, text with its numbers as
-    0)."""
+    argument or as what a function returns, and both arms of a conditional there. Yields
+    (line, text with its numbers as 0)."""
     tree = ast.parse(source.read_text())
     for node in ast.walk(tree):
         items: list[ast.expr] = []
@@ -402,7 +403,8 @@ def unprinted_shapes(sources: list[Path]) -> list[str]:
     return found
 
 
-def _scripts() -> list[Path]:
+def scripts() -> list[Path]:
+    """The gallery scripts, guide and fact-check."""
     return sorted([*ROOT.glob("examples/*/plot_*.py"), *ROOT.glob("factcheck/plot_*.py")])
 
 
@@ -410,7 +412,7 @@ def unused() -> list[str]:
     """The catalogue's entries no generated page shows any more (their English changed), and
     no script's format strings can print (a branch this build did not take)."""
     shown = {shape(text)[0] for _, text in _all_texts()}
-    shown |= {shape(text)[0] for source in _scripts() for _, text in formatted_texts(source)}
+    shown |= {shape(text)[0] for source in scripts() for _, text in formatted_texts(source)}
     return [key for key in load() if key not in shown]
 
 

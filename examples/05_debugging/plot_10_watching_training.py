@@ -118,11 +118,6 @@ Table(
 records = {v: study.records(list(r["loss"]), r["logged"], r["report"]) for v, r in runs.items()}
 
 
-def first_warning(record: dict[str, np.ndarray]) -> float:
-    """The first measured step at which a watched finding appeared (NaN: never)."""
-    return float(np.nanmin(record["warned"])) if np.isfinite(record["warned"]).any() else np.nan
-
-
 fig, axes = plt.subplots(2, 3, figsize=(8, 5.2), layout="constrained", sharex=True, sharey="col")
 for row, variant in zip(axes, VARIANTS, strict=True):
     run = runs[variant]
@@ -143,7 +138,7 @@ for row, variant in zip(axes, VARIANTS, strict=True):
         ax.set_ylabel(label)
     row[1].set_yscale("symlog", linthresh=10)
     row[1].set_ylim(bottom=0)
-    warning = first_warning(record)
+    warning = float(study.first_warning(record["warned"]))
     spike = events.loss_spike(loss)
     for ax in row:
         ax.axvspan(0, WARMUP, color="0.92", lw=0, zorder=0)
@@ -211,7 +206,7 @@ summary = {}
 rows = []
 for v in VARIANTS:
     part = watched.parts[v]
-    warn = np.array([first_warning({"warned": w}) for w in part["warned"]])
+    warn = study.first_warning(part["warned"])
     spike = np.array([events.loss_spike(loss) for loss in part["loss"]])
     n = len(part["seeds"])
     spiked, was_warned = ~np.isnan(spike), ~np.isnan(warn)

@@ -176,8 +176,9 @@ TOLERANCES: stored.Tolerances = {
 }
 
 
-def _first_warning(warned: np.ndarray) -> np.ndarray:
-    """Per run, the first step of any watched finding; NaN where none appeared."""
+def first_warning(warned: np.ndarray) -> np.ndarray:
+    """Per run (all axes but the last), the first step of any watched finding; NaN where none
+    appeared."""
     hit = np.isfinite(warned).any(axis=-1)
     return np.where(hit, np.nanmin(np.where(hit[..., None], warned, 0.0), axis=-1), np.nan)
 
@@ -202,9 +203,9 @@ def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[s
             )
         if now["loss"].shape[1] < kept["loss"].shape[1]:
             continue  # the first warning needs the whole run
-        first = _first_warning(kept["warned"])
+        first = first_warning(kept["warned"])
         warned = first[np.isfinite(first)]
-        this = float(_first_warning(now["warned"])[0])
+        this = float(first_warning(now["warned"])[0])
         if warned.size:
             q1, q3 = np.percentile(warned, [25, 75])
             low, high = warned.min() - (q3 - q1), warned.max() + (q3 - q1)
