@@ -5,8 +5,8 @@ A task that needs uniform attention (the mean of the sequence) and a task that n
 attention (reconstruction of each token) pull the attention temperature in opposite
 directions. We train every score-scaling strategy of the library on both, over five seeds and
 seventeen learning rates from $10^{-4}$ to $1$, and rank them by one metric declared in
-advance, each at its own best learning rate. Then we test the reason μP gives for $1/d_k$:
-that the best learning rate should stay put as the model widens.
+advance, each at its own best learning rate. Then we look at how the best learning rate of
+$1/\sqrt{d_k}$ and of $1/d_k$ moves as the model widens, and why that alone cannot test μP.
 """
 
 # %%
@@ -14,9 +14,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from attnscale import plot_seed_bands
-from attnscale._docs import intervals, stored, style
+from attnscale._docs import intervals, metric, stored, style
 from attnscale._docs.figures import one_legend
-from attnscale._docs.studies import _sweep
 from attnscale._docs.tables import Table
 
 style.use_style()
@@ -34,15 +33,22 @@ REFERENCE = "inverse_sqrt"
 # - **Budget:** 2,048 Adam steps, each on a fresh mini-batch of 32 sequences of 8 tokens; five
 #   seeds; learning rates $10^{k/4}$ from $10^{-4}$ to $1$ (widened by two points wherever a
 #   best rate sat at an end).
+# - **Optimiser:** Adam with torch's defaults ($\beta = (0.9, 0.999)$, $\epsilon = 10^{-8}$), a
+#   constant learning rate, no weight decay, no gradient clipping. With losses this small,
+#   $\epsilon$ is not negligible: it caps the step of a parameter whose gradient has fallen
+#   near $10^{-8}$, one more reason the metric stops counting at a thousandth of the start.
 # - **Metric, declared here, used to pick each strategy's learning rate and to rank:** the area
-#   under the held-out log-loss curve, the mean over the run of $\log_{10}$ of the loss on
-#   batches the model has not yet seen (window means of 64 steps; losses below $10^{-8}$ count
-#   as $10^{-8}$, a diverged run as $+\infty$). Lower is better: it rewards a low loss and
-#   getting there early.
+#   under the held-out log-loss curve relative to the start, the mean over the run of
+#   $\log_{10}(L / L_0)$ with $L$ the loss on batches the model has not yet seen (window means
+#   of 64 steps) and $L_0$ the task's initial loss; a loss below $L_0 / 1000$ counts as
+#   solved, $L_0 / 1000$, and a diverged run as $+\infty$ (the same metric as
+#   [where scaling matters](plot_02_where_scaling_matters.md)). Lower is better: it rewards a
+#   low loss and getting there early.
 # - **Ranking:** each strategy at its own best rate against $1/\sqrt{d_k}$ at its own, by the
-#   paired difference of the metric over seeds with a 95% bootstrap interval. "Ahead" or
+#   paired difference of the metric over the five seeds with its 95% t-interval. "Ahead" or
 #   "behind" only when the interval excludes 0 and the difference is at least 0.05 (the loss a
-#   factor 1.12 apart over the run); "tied" otherwise.
+#   factor 1.12 apart over the run); "tied" when the whole interval lies within $\pm 0.05$;
+#   "undecided" when it reaches both 0 and 0.05.
 #
 # These runs, and those of the width sweep below, take longer than a build can afford; they
 # were run once (``nox -s experiments -- strategy_grid``) and stored with their provenance:
@@ -50,7 +56,7 @@ REFERENCE = "inverse_sqrt"
 # %%
 full = stored.load("strategy_grid")
 print(full.summary())
-print(f"metric: {_sweep.METRIC}")
+print(f"metric: {metric.METRIC}")
 TASKS = [p for p in full.parts if not p.startswith("width_")]
 for label, parts in (("grid", TASKS), ("width sweep", [p for p in full.parts if p not in TASKS])):
     runs = sum(int((~np.isnan(full.parts[p]["test_loss"])).sum()) for p in parts)
@@ -62,79 +68,138 @@ NAMES = style.text_labels(STRATEGIES)
 # %%
 # ## The metric against the learning rate
 #
-# Every strategy's mean over seeds as a line, the seeds as a band; the dot marks each
-# strategy's best rate. A gap in a line is a rate where a seed diverged.
+# One panel per strategy, one line per task: the mean over seeds, the seeds as a band; the dot
+# marks the strategy's best rate on that task. A gap in a line is a rate where a seed diverged.
 
 # %%
-fig, axes = plt.subplots(1, len(TASKS), figsize=(7, 3.4), layout="constrained", sharey=True)
-for ax, task in zip(axes, TASKS, strict=True):
-    values, log_lrs, names = intervals.sweep_metric(full.parts[task])
-    plot_seed_bands(
-        {n: np.where(np.isfinite(values[i]), values[i], np.nan).T for i, n in enumerate(names)},
-        x=10**log_lrs,
-        ax=ax,
-        xlabel="learning rate η",
-        ylabel="metric (lower is better)" if task == TASKS[0] else "",
-        logx=True,
-        legend=False,
-        **style.strategy_kwargs(),
-    )
-    for i, n in enumerate(names):
-        b = intervals.best(values[i], log_lrs)
-        ax.plot(10 ** log_lrs[b.point], b.value, "o", color=style.colours([n])[n], ms=5)
-    ax.set_title(task)
-fig.suptitle("Area under the held-out log-loss curve, every strategy, 5 seeds")
-one_legend(fig)
+TASK_COLOURS = dict(zip(TASKS, ("0.15", "tab:blue"), strict=True))
+fig, axes = plt.subplots(
+    2, 4, figsize=(7, 4.0), layout="constrained", sharex=True, sharey=True
+)
+for ax, n in zip(axes.flat, STRATEGIES, strict=True):
+    for task in TASKS:
+        values, log_lrs, names = metric.sweep_metric(full.parts[task])
+        v = values[names.index(n)]
+        plot_seed_bands(
+            {task: np.where(np.isfinite(v), v, np.nan).T},
+            x=10**log_lrs,
+            ax=ax,
+            xlabel="",
+            ylabel="",
+            logx=True,
+            legend=False,
+            colors=TASK_COLOURS,
+        )
+        b = intervals.best(v, log_lrs)
+        ax.plot(10**b.log_lr, b.value.mean, "o", color=TASK_COLOURS[task], ms=4)
+    ax.set_title(NAMES[n], fontsize=8)
+for ax in axes[-1]:
+    ax.set_xlabel("learning rate η")
+for ax in axes[:, 0]:
+    ax.set_ylabel("metric")
+fig.suptitle("Metric: mean log10(loss / initial loss), floor −3 (lower is better), 5 seeds")
+one_legend(fig, ncols=2)
 plt.show()
+
+# %%
+# Several strategies have a second, shallower minimum at large rates, past a stretch of rates
+# where seeds blew up. The printed lines list every second minimum below $-1$ (the loss a tenth of the start)
+# two or more grid steps above the best rate; we have not measured what causes them.
+
+# %%
+for task in TASKS:
+    values, log_lrs, names = metric.sweep_metric(full.parts[task])
+    for i, n in enumerate(names):
+        mean = np.where(np.isfinite(values[i]).all(-1), values[i].mean(-1), np.inf)
+        b = intervals.best(values[i], log_lrs).point
+        dips = [
+            j
+            for j in range(b + 2, len(mean) - 1)
+            if mean[j] < -1 and mean[j] < mean[j - 1] and mean[j] < mean[j + 1]
+        ]
+        for j in dips:
+            print(
+                f"{task}, {NAMES[n]}: a second minimum at η = {10 ** log_lrs[j]:.2g} "
+                f"(metric {mean[j]:.2f}, best {mean[b]:.2f} at {10 ** log_lrs[b]:.2g})"
+            )
 
 # %%
 # ## The ranking
 #
-# Per task, the strategies in order of their metric at their own best rate, with the best rate
-# and the metric there, each with its 95% interval.
+# Per task, the strategies in order of their metric at their own best rate: the best rate on
+# the grid (rates a factor $10^{1/4} = 1.78$ apart) with the near-best rates the seeds cannot
+# tell from it, the metric there with its 95% t-interval, the seeds that rose tenfold at the
+# best rate, and the stable range (the rates around the best at which no seed rose tenfold or
+# diverged). "Provisional" marks a best rate at a cliff (the next larger rate is unstable) or
+# at an end of the grid.
 
 # %%
-rows, compared, ranked = [], [], {}
+rows, compared, ranked, standings = [], [], {}, {}
 for task in TASKS:
-    values, log_lrs, names = intervals.sweep_metric(full.parts[task])
-    best = {n: intervals.best(values[i], log_lrs) for i, n in enumerate(names)}
-    ref = values[names.index(REFERENCE), best[REFERENCE].point]  # (seeds,)
+    arrays = full.parts[task]
+    values, log_lrs, names = metric.sweep_metric(arrays)
+    initial = metric.initial_loss(arrays["curve_loss"])
+    at = {n: metric.standing(arrays["curve_loss"][i], log_lrs, initial) for i, n in enumerate(names)}
+    standings[task] = at
+    ref = values[names.index(REFERENCE), at[REFERENCE].best.point]  # (seeds,)
     ranked[task] = {}
-    for n in sorted(names, key=lambda n: best[n].value):
-        b = best[n]
+    for n in sorted(names, key=lambda n: at[n].best.value.mean):
+        here = at[n]
         rows.append(
             [
                 task,
                 NAMES[n],
-                f"{10**b.log_lr:.2g} ({10**b.log_lr_low:.2g} to {10**b.log_lr_high:.2g})"
-                + (" at an end" if b.at_end else ""),
-                f"{b.value:.2f} ({b.value_low:.2f} to {b.value_high:.2f})",
+                here.rates(),
+                here.best.value.text(),
+                f"{here.rose} of {ref.size}",
+                here.stable(),
             ]
         )
         if n != REFERENCE:
-            gap = intervals.paired_gap(ref, values[names.index(n), b.point])
-            word = gap.verdict("ahead", "behind", "tied", smallest=intervals.SMALLEST_EFFECT)
+            gap = intervals.paired_gap(ref, values[names.index(n), here.best.point])
+            word = gap.verdict("ahead", "behind", "tied", smallest=metric.SMALLEST_EFFECT)
             ranked[task][n] = word
-            compared.append(
-                [
-                    task,
-                    NAMES[n],
-                    f"{gap.mean:+.2f} ({gap.low:+.2f} to {gap.high:+.2f})",
-                    f"×{10**gap.mean:.2g}",
-                    word,
-                ]
-            )
-Table(["task", "strategy", "best η (95% interval)", "metric at best η (interval)"], rows)
+            compared.append([task, NAMES[n], gap.text(), f"×{10**gap.mean:.2g}", word])
+Table(
+    [
+        "task",
+        "strategy",
+        "best η (near-best range)",
+        "metric at best η (95% t-interval, n)",
+        "seeds that rose tenfold",
+        "stable η range",
+    ],
+    rows,
+)
+
+# %%
+# The same ranking drawn: each strategy's metric at its best rate with its 95% t-interval,
+# best at the top.
+
+# %%
+fig, axes = plt.subplots(1, len(TASKS), figsize=(7, 3.0), layout="constrained")
+for ax, task in zip(axes, TASKS, strict=True):
+    at = standings[task]
+    order = sorted(at, key=lambda n: at[n].best.value.mean, reverse=True)
+    for y, n in enumerate(order):
+        g = at[n].best.value
+        ax.errorbar(g.mean, y, xerr=[[g.mean - g.low], [g.high - g.mean]], fmt="o", color="0.2",
+                    ms=4, capsize=3)
+    ax.set_yticks(range(len(order)), [NAMES[n] for n in order], fontsize=8)
+    ax.set_xlabel("metric at best η")
+    ax.set_title(task)
+fig.suptitle("Each strategy at its own best η (lower is better): mean of 5 seeds, 95% t-interval")
+plt.show()
 
 # %%
 # Each strategy against $1/\sqrt{d_k}$, both at their own best rate, seed by seed: the
-# difference in the metric (negative: ahead) with its interval, the effect as a factor on the
+# difference in the metric (negative: ahead) with its t-interval, the effect as a factor on the
 # loss ($10^{\Delta}$ times the reference's over the run, geometrically averaged), and the
 # verdict.
 
 # %%
 Table(
-    ["task", "strategy", "metric minus 1/√d_k's (95% interval)", "loss factor", "verdict"],
+    ["task", "strategy", "metric minus 1/√d_k's (95% t-interval, n)", "loss factor", "verdict"],
     compared,
 )
 
@@ -144,11 +209,16 @@ Table(
 
 # %%
 FIXED = ["none", "inverse_d", "folded_init"]  # the other constant multipliers
-ends = [r for r in rows if "at an end" in r[2]]
-print(f"strategies whose best rate is at an end of their grid: {len(ends)}")
+provisional = [r for r in rows if "provisional" in r[2]]
+print(f"strategies whose best rate is provisional (at a cliff or an end): {len(provisional)} of {len(rows)}")
 for task in TASKS:
     words = ranked[task]
-    for verdict, relation in (("ahead", "ahead of"), ("tied", "tied with"), ("behind", "behind")):
+    for verdict, relation in (
+        ("ahead", "ahead of"),
+        ("tied", "tied with"),
+        ("undecided", "undecided against"),
+        ("behind", "behind"),
+    ):
         who = [NAMES[n] for n, w in words.items() if w == verdict]
         print(f"{task}: {relation} 1/√d_k: {', '.join(who) or 'none'}")
     fixed_ahead = [NAMES[n] for n in FIXED if words[n] == "ahead"]
@@ -163,92 +233,70 @@ for label, rule in (
     print(f"  {label}: {', '.join(NAMES[n] for n, v in verdicts.items() if rule(v)) or 'none'}")
 
 # %%
-# ## Does the best learning rate transfer across widths?
+# ## How the best learning rate moves with width, and why this is not a test of μP
 #
-# μP (Yang et al. 2022) divides by $d_k$ instead of $\sqrt{d_k}$ so that, together with its
-# other rules, the best hyperparameters stay put as the model widens. Here only the attention
-# multiplier changes, everything else is this library's standard parametrisation, so this
-# tests the multiplier alone: $1/\sqrt{d_k}$ against $1/d_k$ at three widths
-# ($d_k = d_{\text{model}}$), on the retrieval task, same budget and metric. The slope is
-# that of $\log_{10}$ best rate against $\log_{10}$ width, fitted through the three widths, with
-# a bootstrap interval over seeds; 0 means perfect transfer.
+# μP (Yang et al. 2022) divides by $d_k$ instead of $\sqrt{d_k}$ as one of a set of rules:
+# per-layer learning rates that shrink like $1/\text{width}$ for the hidden matrices under
+# Adam, a zero-initialised query projection, and widths-aware initialisation. Together they
+# make the best learning rate stay put as the model widens. The sweep below changes only the
+# attention multiplier: every other weight stays in the standard parametrisation under one
+# global Adam rate, so both multipliers' best rates are expected to drift with width whatever
+# μP says, and their drift cannot count for or against it. A test of μP needs a μP arm (all of
+# its rules) beside the standard parametrisation with $1/\sqrt{d_k}$; this site has not run
+# one. What the sweep does show: $1/\sqrt{d_k}$ and $1/d_k$ at three widths
+# ($d_k = d_{\text{model}}$) on the retrieval task, same budget and metric, each best rate at
+# the grid's resolution with its near-best range, and the last-window loss, which says whether
+# the task was learned at that width at all.
 
 # %%
 WIDTHS = sorted(int(p[len("width_d") :]) for p in full.parts if p.startswith("width_d"))
-SEEDS = len(full.budget["seeds"])
-
-
-def per_width(n: str) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Strategy ``n``'s metric values ``(points, seeds)`` and log10 rates at every width."""
-    out = []
-    for d in WIDTHS:
-        values, log_lrs, names = intervals.sweep_metric(full.parts[f"width_d{d}"])
-        out.append((values[names.index(n)], log_lrs))
-    return out
-
-
-def slopes(n: str, idx: np.ndarray) -> np.ndarray:
-    """Slope of log10 best rate against log10 width, one per resample of the seeds ``idx``."""
-    rates = np.stack([intervals.best_lr_draws(v, x, idx) for v, x in per_width(n)])
-    return np.polyfit(np.log10(WIDTHS), rates, 1)[0]
-
-
-shift, fitted, drawn, rows = {}, {}, {}, []
+shift, rows = {}, []
 for n in full.budget["width_strategies"]:
-    point = float(slopes(n, np.arange(SEEDS)[None])[0])
-    drawn[n] = slopes(n, intervals.resample(SEEDS))
-    low, high = intervals.percentile_interval(drawn[n])
-    fitted[n] = (point, low, high)
-    shift[n] = [intervals.best(v, x) for v, x in per_width(n)]
-    rows.append(
-        [
-            NAMES[n],
-            *(
-                f"{10**b.log_lr:.2g} ({10**b.log_lr_low:.2g} to {10**b.log_lr_high:.2g})"
-                for b in shift[n]
-            ),
-            f"{point:+.2f} ({low:+.2f} to {high:+.2f})",
-        ]
-    )
+    shift[n] = []
+    for d in WIDTHS:
+        arrays = full.parts[f"width_d{d}"]
+        i = [str(v) for v in arrays["variants"]].index(n)
+        initial = metric.initial_loss(arrays["curve_loss"])
+        here = metric.standing(arrays["curve_loss"][i], arrays["quarters"] / 4, initial)
+        last = np.nanmean(arrays["curve_loss"][i, here.best.point, :, -1])
+        shift[n].append(here)
+        rows.append([NAMES[n], str(d), here.rates(), here.best.value.text(), f"{last:.2g}"])
 Table(
-    ["strategy", *(f"best η, d_k = {d}" for d in WIDTHS), "slope (95% interval)"],
+    [
+        "strategy",
+        "d_k",
+        "best η (near-best range)",
+        "metric (95% t-interval, n)",
+        "last-window held-out loss",
+    ],
     rows,
 )
 
 # %%
-# Which multiplier's best rate moves less: the difference of the slopes' sizes on the same seed
-# resamples, with its interval (negative: the first moves less).
-
-# %%
-first, second = full.budget["width_strategies"]
-moves_less = intervals.Gap(
-    abs(fitted[first][0]) - abs(fitted[second][0]),
-    *intervals.percentile_interval(np.abs(drawn[first]) - np.abs(drawn[second])),
-)
-print(
-    f"|slope of {NAMES[first]}| minus |slope of {NAMES[second]}|: {moves_less.mean:+.2f} "
-    f"({moves_less.low:+.2f} to {moves_less.high:+.2f})"
-)
-for n, (_, low, high) in fitted.items():
-    print(f"{NAMES[n]}: best η {'moves with width' if high < 0 or low > 0 else 'stays put'}")
-print(f"moves less: {moves_less.verdict(NAMES[first], NAMES[second], 'neither (interval has 0)')}")
+unsolved = [
+    str(d)
+    for j, d in enumerate(WIDTHS)
+    if max(s[j].best.value.mean for s in shift.values()) > -1  # not a tenth of the start
+]
+print(f"widths where the retrieval task stays unsolved (metric above -1): {', '.join(unsolved) or 'none'}")
+print("verdict on learning-rate transfer: none drawn (only the attention multiplier changes)")
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.0), layout="constrained")
-for n, bests in shift.items():
+for k, (n, bests) in enumerate(shift.items()):
     c = style.colours([n])[n]
-    y = [10**b.log_lr for b in bests]
-    err = [
-        [10**b.log_lr - 10**b.log_lr_low for b in bests],
-        [10**b.log_lr_high - 10**b.log_lr for b in bests],
-    ]
-    ax.errorbar(WIDTHS, y, yerr=err, fmt="o-", color=c, label=style.labels([n])[n], capsize=3)
+    x = np.array(WIDTHS) * (1.04 if k else 1 / 1.04)  # side by side
+    y = np.array([10**b.best.log_lr for b in bests])
+    low = np.array([10**b.best.near_low for b in bests])
+    high = np.array([10**b.best.near_high for b in bests])
+    ax.errorbar(x, y, yerr=[y - low, high - y], fmt="o-", color=c, label=style.labels([n])[n],
+                capsize=4, elinewidth=2)
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_xticks(WIDTHS, [str(d) for d in WIDTHS])
 ax.set_xlabel("width $d_k = d_{\\mathrm{model}}$")
 ax.set_ylabel("best learning rate η")
-ax.set_title("Retrieval: best η against width (95% intervals)")
+ax.set_title("Retrieval: best η on the grid (bars: near-best range; grid step ×1.78)")
 one_legend(fig, ncols=2)
 plt.show()
 
@@ -256,8 +304,8 @@ plt.show()
 # ## Reading the results
 #
 # - **One metric throughout.** The best learning rates, the ranking and the verdicts all come
-#   from the same metric. The table marks a best rate that sits at an end of its grid (the run
-#   widens the grid until none does; the count is printed above).
+#   from the same metric. The table marks a best rate that is provisional (at a cliff or at an
+#   end of its grid; the count is printed above).
 # - **The two tasks pull in opposite directions, and the lines above say who leans which
 #   way.** A multiplier smaller than $1/\sqrt{d_k}$ starts attention closer to uniform, which
 #   the mean task wants and reconstruction has to undo. The normalising strategies (QK-norm,
@@ -265,12 +313,14 @@ plt.show()
 #   $W_q$ and $W_k$, sets how sharp attention gets: reconstruction can sharpen it by moving a
 #   few parameters. A strategy "ahead on one, behind on the other" trades one task for the
 #   other; one "ahead on both" is ahead of $1/\sqrt{d_k}$ whichever temperature the task wants.
-# - **Learning-rate transfer.** The slopes say whether the best rate moves with width for each
-#   multiplier, and the paired difference says which moves less. A multiplier alone is not
-#   all of μP, which also sets the initialisation and per-layer learning rates by width; this
-#   tests only the claim that the attention multiplier by itself keeps the rate in place.
+# - **Learning-rate transfer: no verdict.** The width sweep changes the attention multiplier
+#   alone, under the standard parametrisation and one global Adam rate, and the retrieval task
+#   is not learned at the smallest width (printed above), so the best rates' drift says
+#   nothing for or against μP.
 # - **Caveats.** One layer, one head, eight tokens, synthetic tasks; five seeds; each strategy's
-#   best rate is chosen on the seeds it is then compared on, which favours every strategy alike.
+#   best rate is chosen on the seeds it is then compared on, and that selection favours the
+#   strategy whose runs vary more from seed to seed (the minimum of noisier values is pulled
+#   further down: the winner's curse).
 #
 # ## Checked at every build
 #

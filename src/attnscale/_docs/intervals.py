@@ -1,12 +1,15 @@
 """Intervals and effect sizes for the training pages: site-only, no stability promise.
 
-Every interval on the training pages is a 95% percentile bootstrap over seeds
-(``studies._sweep.bootstrap``: the seeds resampled with replacement, 4,000 draws), paired where
-two variants share seeds (the same data and initial weights). [resample][] draws the same
-resamples as one array, so that a statistic computed on all of them at once (the best rate of
-every resample: [best_lr_draws][]) gives the same interval in a fraction of the time. Kept apart from the experiments'
-code (``studies``), whose hash decides whether a stored run is current: analysing a run must
-not invalidate it.
+Seeds are few on these pages (3 to 20), so every interval is one that keeps its coverage at small
+``n``: the Student t-interval of a mean over seeds (paired where two variants share seeds: the
+same data and initial weights), printed with its ``n``; one seed gives no interval at all. A
+percentile bootstrap, used here before, covers about 84% at n = 5 and 76% at n = 3 when it says
+95% (``tests/test_intervals.py`` measures both).
+
+A best learning rate is known only to its grid's resolution: [best][] gives the grid point and the
+*near-best range*, the grid points whose metric the seeds do not tell apart from the best one's.
+Kept apart from the experiments' code (``studies``), whose hash decides whether a stored run is
+current: analysing a run must not invalidate it.
 """
 
 from __future__ import annotations
@@ -16,132 +19,132 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .studies._sweep import best_lr, bootstrap, mean_metric, metric
-
 __all__ = [
     "Best",
     "Gap",
     "best",
-    "best_lr_draws",
-    "bootstrap",
+    "mean_interval",
     "median_interval",
     "paired_gap",
-    "percentile_interval",
-    "resample",
-    "sweep_metric",
+    "t_quantile",
     "wilson_interval",
 ]
 
-DRAWS = 4000
+
+def _t_cdf(t: float, df: int) -> float:
+    """Student's t distribution function, by integrating its density (Simpson, 2,000 panels)."""
+    if t < 0:
+        return 1.0 - _t_cdf(-t, df)
+    log_c = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    x = np.linspace(0.0, t, 4001)
+    pdf = np.exp(log_c - (df + 1) / 2 * np.log1p(x * x / df))
+    h = t / 4000
+    area = h / 3 * (pdf[0] + pdf[-1] + 4 * pdf[1:-1:2].sum() + 2 * pdf[2:-1:2].sum())
+    return 0.5 + float(area)
 
 
-def resample(seeds: int) -> np.ndarray:
-    """Seed positions ``(DRAWS, seeds)``, drawn with replacement: ``bootstrap``'s resamples."""
-    return np.random.default_rng(0).integers(0, seeds, (DRAWS, seeds))
-
-
-def percentile_interval(draws: np.ndarray, level: float = 0.95) -> tuple[float, float]:
-    """The percentile interval of a statistic's values on the resamples (non-finite dropped)."""
-    draws = np.asarray(draws, dtype=float)
-    draws = draws[np.isfinite(draws)]
-    if draws.size == 0:
-        return math.nan, math.nan
-    tail = 100 * (1 - level) / 2
-    low, high = np.percentile(draws, [tail, 100 - tail])
-    return float(low), float(high)
-
-
-def best_lr_draws(values: np.ndarray, log_lrs: np.ndarray, idx: np.ndarray) -> np.ndarray:
-    """``studies._sweep.best_lr`` of every resample at once: ``(draws,)`` log10 best rates.
-
-    ``values`` are one variant's metric values ``(points, seeds)``, ``idx`` the resamples
-    ``(draws, seeds)``; a draw with no point run gives NaN.
-    """
-    mean = mean_metric(values[:, idx])  # (points, draws)
-    valid = ~np.isnan(mean)
-    i = np.argmin(np.where(valid, mean, np.inf), axis=0)
-    best = log_lrs[i].astype(float)
-    inner = np.clip(i, 1, len(log_lrs) - 2)
-    draw = np.arange(idx.shape[0])
-    y0, y1, y2 = mean[inner - 1, draw], mean[inner, draw], mean[inner + 1, draw]
-    curvature = y0 - 2 * y1 + y2
-    refine = (i == inner) & np.isfinite(y0 + y1 + y2) & (curvature > 0)
-    h = log_lrs[inner + 1] - log_lrs[inner]  # a uniform grid
-    with np.errstate(divide="ignore", invalid="ignore"):
-        best = np.where(refine, best + 0.5 * h * (y0 - y2) / curvature, best)
-    return np.where(valid.any(0), best, np.nan)
-
-
-def sweep_metric(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """One stored sweep part's metric values ``(variants, points, seeds)``, its log10 learning
-    rates ``(points,)`` and its variant names."""
-    names = [str(v) for v in arrays["variants"]]
-    return metric(arrays["curve_loss"]), arrays["quarters"] / 4, names
-
-
-class Best(NamedTuple):
-    """A variant's best learning rate and its metric there, with bootstrap intervals."""
-
-    log_lr: float  # log10 of the best rate, refined between grid points
-    log_lr_low: float
-    log_lr_high: float
-    point: int  # index of the best grid point
-    value: float  # mean metric over seeds at the best grid point
-    value_low: float
-    value_high: float
-    at_end: bool  # the best grid point is the first or the last point run
-
-
-def best(values: np.ndarray, log_lrs: np.ndarray) -> Best:
-    """The best rate of one variant from its ``(points, seeds)`` metric values, with intervals.
-
-    The rate is ``studies._sweep.best_lr`` (the grid's best point refined by a parabola); its
-    interval and the metric's at that point come from resampling the seeds.
-    """
-    idx = resample(values.shape[-1])
-    log_lr, i = best_lr(values, log_lrs)
-    low, high = percentile_interval(best_lr_draws(values, log_lrs, idx))
-    at = values[i]
-    v_low, v_high = percentile_interval(at[idx].mean(-1))
-    run = np.flatnonzero(~np.isnan(values).any(-1))
-    at_end = bool(i in (run[0], run[-1]))
-    return Best(log_lr, low, high, i, float(at.mean()), v_low, v_high, at_end)
-
-
-#: The smallest difference in the training pages' metric that counts as one: 0.05 in the mean
-#: log10 loss, the loss a factor 10^0.05 = 1.12 apart over the run. A smaller difference is
-#: "tied" even when its interval excludes 0.
-SMALLEST_EFFECT = 0.05
+def t_quantile(df: int, level: float = 0.95) -> float:
+    """The two-sided ``level`` quantile of Student's t with ``df`` degrees of freedom
+    (``t_quantile(4)`` is 2.776): the half-width of a t-interval in standard errors."""
+    if df < 1:
+        raise ValueError(f"df: need at least 1 degree of freedom, got {df}")
+    target = 1 - (1 - level) / 2
+    low, high = 0.0, 1e3
+    for _ in range(60):  # bisection: the distribution function is monotone
+        mid = (low + high) / 2
+        low, high = (mid, high) if _t_cdf(mid, df) < target else (low, mid)
+    return (low + high) / 2
 
 
 class Gap(NamedTuple):
-    """The mean of a per-seed difference, with its 95% bootstrap interval."""
+    """A mean over seeds (of a quantity, or of a per-seed difference) with its 95% t-interval;
+    ``low`` and ``high`` are NaN with fewer than two seeds."""
 
     mean: float
     low: float
     high: float
+    n: int
 
-    def verdict(self, below: str, above: str, tied: str, *, smallest: float = 0.0) -> str:
-        """``below`` if the interval lies below 0, ``above`` if above it, else ``tied``.
+    def text(self, spec: str = "+.2f") -> str:
+        """``"+0.12 (-0.03 to +0.27), n = 5"``, or ``"+7.00, n = 1, no interval"``."""
+        if self.n < 2:
+            return f"{self.mean:{spec}}, n = {self.n}, no interval"
+        return f"{self.mean:{spec}} ({self.low:{spec}} to {self.high:{spec}}), n = {self.n}"
 
-        A difference whose mean is smaller in size than ``smallest`` is ``tied`` however narrow
-        its interval: it is resolved, but too small to count.
-        """
-        if abs(self.mean) < smallest:
-            return tied
-        return below if self.high < 0 else above if self.low > 0 else tied
+    def verdict(
+        self, below: str, above: str, tied: str, *, smallest: float, undecided: str = "undecided"
+    ) -> str:
+        """``below`` or ``above`` when the interval excludes 0 and the mean is at least
+        ``smallest`` in size; ``tied`` when the whole interval lies within ``±smallest`` (or
+        excludes 0 with a mean too small to count); ``undecided`` when the interval reaches both
+        0 and an effect of ``smallest``: the seeds cannot tell."""
+        if self.n < 2 or not math.isfinite(self.mean):
+            return undecided
+        if self.high < 0 or self.low > 0:
+            if abs(self.mean) < smallest:
+                return tied
+            return below if self.high < 0 else above
+        return tied if -smallest < self.low and self.high < smallest else undecided
+
+
+def mean_interval(values: np.ndarray, level: float = 0.95) -> Gap:
+    """The mean of the finite ``values`` and its t-interval."""
+    x = np.asarray(values, dtype=float)
+    x = x[np.isfinite(x)]
+    if x.size == 0:
+        return Gap(math.nan, math.nan, math.nan, 0)
+    mean = float(x.mean())
+    if x.size < 2:
+        return Gap(mean, math.nan, math.nan, int(x.size))
+    half = t_quantile(x.size - 1, level) * float(x.std(ddof=1)) / math.sqrt(x.size)
+    return Gap(mean, mean - half, mean + half, int(x.size))
 
 
 def paired_gap(a: np.ndarray, b: np.ndarray) -> Gap:
-    """``b - a`` seed by seed, its mean and bootstrap interval (seeds where both are finite)."""
-    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
-    diff = diff[np.isfinite(diff)]
-    if diff.size == 0:
-        return Gap(math.nan, math.nan, math.nan)
-    low, high = percentile_interval(diff[resample(diff.size)].mean(-1))
-    return Gap(float(diff.mean()), low, high)
+    """``b - a`` seed by seed: its mean and t-interval over the seeds where both are finite."""
+    return mean_interval(np.asarray(b, dtype=float) - np.asarray(a, dtype=float))
 
 
+class Best(NamedTuple):
+    """A variant's best learning rate on its grid and its metric there."""
+
+    point: int  # index of the best grid point: the lowest mean metric over seeds
+    log_lr: float  # log10 of its rate
+    near_low: float  # log10 rates of the near-best range: the grid points the seeds do not
+    near_high: float  # tell apart from the best (their paired t-interval reaches 0)
+    step: float  # the grid's resolution, in log10 of the rate
+    value: Gap  # the metric at the best point, over seeds
+    at_end: bool  # the best point is the first or the last point run
+
+
+def best(values: np.ndarray, log_lrs: np.ndarray) -> Best:
+    """The best grid point of one variant from its ``(points, seeds)`` metric values.
+
+    A run that diverged has metric ``+inf``, so a point where a seed diverged is never best,
+    nor near-best. Only the contiguous stretch of near-best points around the best is reported.
+    """
+    with np.errstate(invalid="ignore"):
+        mean = np.where(np.isnan(values).any(-1), np.nan, values.mean(-1))
+    run = np.flatnonzero(~np.isnan(mean))
+    if run.size == 0:
+        nan = math.nan
+        return Best(-1, nan, nan, nan, nan, Gap(nan, nan, nan, 0), False)
+    i = int(run[np.argmin(mean[run])])
+
+    def near(j: int) -> bool:
+        if np.isnan(mean[j]) or not np.isfinite(values[j]).all():
+            return False
+        return paired_gap(values[i], values[j]).low <= 0
+
+    lo = hi = i
+    while lo - 1 >= 0 and near(lo - 1):
+        lo -= 1
+    while hi + 1 < len(mean) and near(hi + 1):
+        hi += 1
+    step = float(log_lrs[1] - log_lrs[0]) if len(log_lrs) > 1 else math.nan
+    at_end = bool(i in (run[0], run[-1]))
+    value = mean_interval(values[i])
+    return Best(i, float(log_lrs[i]), float(log_lrs[lo]), float(log_lrs[hi]), step, value, at_end)
 def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """Wilson's 95% score interval for a rate of ``k`` successes in ``n`` trials: it keeps its
     coverage at small ``n`` and at rates near 0 or 1, where the normal approximation fails."""
