@@ -150,7 +150,9 @@ for part in PARTS:
     values, log_lrs, names = metric.sweep_metric(arrays)
     initial = metric.initial_loss(arrays["curve_loss"])
     case = part.replace("_d", ", d_k = ")
-    at = {n: metric.standing(arrays["curve_loss"][i], log_lrs, initial) for i, n in enumerate(names)}
+    at = {
+        n: metric.standing(arrays["curve_loss"][i], log_lrs, initial) for i, n in enumerate(names)
+    }
     for i, n in enumerate(names):
         here = at[n]
         curve = arrays["curve_loss"][i, here.best.point]  # (seeds, windows)
@@ -227,9 +229,13 @@ Table(
 
 # %%
 provisional = [r for r in rows if "provisional" in r[2]]
-print(f"variants whose best rate is provisional (at a cliff or an end): {len(provisional)} of {len(rows)}")
+print(
+    f"variants whose best rate is provisional (at a cliff or an end): {len(provisional)} of {len(rows)}"
+)
 moved = sum(r[4].split(" (")[0] != r[5] for r in compared)
-print(f"comparisons whose verdict changes one grid step below the best rates: {moved} of {len(compared)}")
+print(
+    f"comparisons whose verdict changes one grid step below the best rates: {moved} of {len(compared)}"
+)
 for n in VARIANTS[1:]:
     for d_k in D_KS:
         words = [f"{task} {verdicts[f'{task}_d{d_k}', n]}" for task in TASKS]

@@ -73,9 +73,7 @@ NAMES = style.text_labels(STRATEGIES)
 
 # %%
 TASK_COLOURS = dict(zip(TASKS, ("0.15", "tab:blue"), strict=True))
-fig, axes = plt.subplots(
-    2, 4, figsize=(7, 4.0), layout="constrained", sharex=True, sharey=True
-)
+fig, axes = plt.subplots(2, 4, figsize=(7, 4.0), layout="constrained", sharex=True, sharey=True)
 for ax, n in zip(axes.flat, STRATEGIES, strict=True):
     for task in TASKS:
         values, log_lrs, names = metric.sweep_metric(full.parts[task])
@@ -139,7 +137,9 @@ for task in TASKS:
     arrays = full.parts[task]
     values, log_lrs, names = metric.sweep_metric(arrays)
     initial = metric.initial_loss(arrays["curve_loss"])
-    at = {n: metric.standing(arrays["curve_loss"][i], log_lrs, initial) for i, n in enumerate(names)}
+    at = {
+        n: metric.standing(arrays["curve_loss"][i], log_lrs, initial) for i, n in enumerate(names)
+    }
     standings[task] = at
     ref = values[names.index(REFERENCE), at[REFERENCE].best.point]  # (seeds,)
     ranked[task] = {}
@@ -183,8 +183,15 @@ for ax, task in zip(axes, TASKS, strict=True):
     order = sorted(at, key=lambda n: at[n].best.value.mean, reverse=True)
     for y, n in enumerate(order):
         g = at[n].best.value
-        ax.errorbar(g.mean, y, xerr=[[g.mean - g.low], [g.high - g.mean]], fmt="o", color="0.2",
-                    ms=4, capsize=3)
+        ax.errorbar(
+            g.mean,
+            y,
+            xerr=[[g.mean - g.low], [g.high - g.mean]],
+            fmt="o",
+            color="0.2",
+            ms=4,
+            capsize=3,
+        )
     ax.set_yticks(range(len(order)), [NAMES[n] for n in order], fontsize=8)
     ax.set_xlabel("metric at best η")
     ax.set_title(task)
@@ -210,7 +217,9 @@ Table(
 # %%
 FIXED = ["none", "inverse_d", "folded_init"]  # the other constant multipliers
 provisional = [r for r in rows if "provisional" in r[2]]
-print(f"strategies whose best rate is provisional (at a cliff or an end): {len(provisional)} of {len(rows)}")
+print(
+    f"strategies whose best rate is provisional (at a cliff or an end): {len(provisional)} of {len(rows)}"
+)
 for task in TASKS:
     words = ranked[task]
     for verdict, relation in (
@@ -278,7 +287,9 @@ unsolved = [
     for j, d in enumerate(WIDTHS)
     if max(s[j].best.value.mean for s in shift.values()) > -1  # not a tenth of the start
 ]
-print(f"widths where the retrieval task stays unsolved (metric above -1): {', '.join(unsolved) or 'none'}")
+print(
+    f"widths where the retrieval task stays unsolved (metric above -1): {', '.join(unsolved) or 'none'}"
+)
 print("verdict on learning-rate transfer: none drawn (only the attention multiplier changes)")
 
 # %%
@@ -289,8 +300,16 @@ for k, (n, bests) in enumerate(shift.items()):
     y = np.array([10**b.best.log_lr for b in bests])
     low = np.array([10**b.best.near_low for b in bests])
     high = np.array([10**b.best.near_high for b in bests])
-    ax.errorbar(x, y, yerr=[y - low, high - y], fmt="o-", color=c, label=style.labels([n])[n],
-                capsize=4, elinewidth=2)
+    ax.errorbar(
+        x,
+        y,
+        yerr=[y - low, high - y],
+        fmt="o-",
+        color=c,
+        label=style.labels([n])[n],
+        capsize=4,
+        elinewidth=2,
+    )
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_xticks(WIDTHS, [str(d) for d in WIDTHS])
