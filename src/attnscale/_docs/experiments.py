@@ -17,7 +17,7 @@ import torch
 
 from .._softmax import softmax_jacobian_norm
 from . import stored
-from .intervals import bootstrap
+from .intervals import paired_gap
 
 __all__ = [
     "ARTICLE_QUARTER",
@@ -72,25 +72,28 @@ class PairedGap(NamedTuple):
     scaled: float  # mean over seeds, scaled model
     unscaled: float
     gap: float  # mean of (unscaled - scaled), seed by seed
-    low: float  # 95% percentile-bootstrap interval of the mean gap (seeds resampled)
+    low: float  # 95% t-interval of the mean gap over the seeds
     high: float
     seeds: int  # seeds that entered (both variants finite)
+    reference: float  # what the gap is measured against: the scaled model's mean quantity, or
+    # for a loss its excess over the seed's floor (the part training can remove)
 
 
-def _paired(scaled: np.ndarray, unscaled: np.ndarray) -> PairedGap:
+def _paired(scaled: np.ndarray, unscaled: np.ndarray, floor: np.ndarray | None = None) -> PairedGap:
     ok = np.isfinite(scaled) & np.isfinite(unscaled)
     a, b = scaled[ok], unscaled[ok]
-    diff = b - a
-    if diff.size == 0:  # no seed where both variants have the quantity
-        return PairedGap(math.nan, math.nan, math.nan, math.nan, math.nan, 0)
-    low, high = bootstrap(lambda idx: float(diff[idx].mean()), diff.size)
-    return PairedGap(float(a.mean()), float(b.mean()), float(diff.mean()), low, high, diff.size)
+    if a.size == 0:  # no seed where both variants have the quantity
+        return PairedGap(math.nan, math.nan, math.nan, math.nan, math.nan, 0, math.nan)
+    g = paired_gap(a, b)
+    reference = float(a.mean() if floor is None else (a - floor[ok]).mean())
+    return PairedGap(float(a.mean()), float(b.mean()), g.mean, g.low, g.high, g.n, reference)
 
 
 def final_loss_gap(arrays: dict[str, np.ndarray], quarter: int = ARTICLE_QUARTER) -> PairedGap:
-    """Final-epoch training loss (the article's measure), unscaled minus scaled, by seed."""
+    """Final-epoch training loss (the article's measure), unscaled minus scaled, by seed;
+    ``reference`` is the scaled model's excess loss, its loss minus the seed's floor."""
     last = _at(arrays, "epoch_loss", quarter)[..., -1]  # (variants, seeds)
-    return _paired(last[0], last[1])
+    return _paired(last[0], last[1], arrays["floor"])
 
 
 def epochs_to_floor(arrays: dict[str, np.ndarray], quarter: int = ARTICLE_QUARTER) -> np.ndarray:
