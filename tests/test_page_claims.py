@@ -102,26 +102,92 @@ def lengths() -> dict[str, Any]:
 
 
 def test_sequence_length_fixed_scale_fades(lengths: dict[str, Any]) -> None:
-    """At a fixed scale H/log n rises towards 1 and the best key's weight falls; the large-n
-    prediction tracks the measurement."""
-    entropy, largest = lengths["entropy"]["fixed scale"], lengths["largest"]["fixed scale"]
-    assert all(b > a for a, b in itertools.pairwise(entropy))
-    assert all(b < a for a, b in itertools.pairwise(largest))
-    assert lengths["gap"] < 0.05
+    """At a fixed scale, at every spread, H/log n rises and the best key's weight falls from the
+    shortest row to the longest (at sigma = 1 at every step); the large-n prediction follows the
+    measurement where it is drawn."""
+    entropy, largest, sigmas = lengths["entropy"], lengths["largest"], lengths["SIGMAS"]
+    fixed = "fixed scale"
+    for sigma in sigmas:
+        assert entropy[sigma, fixed][-1] > entropy[sigma, fixed][0], sigma
+        assert largest[sigma, fixed][-1] < largest[sigma, fixed][0], sigma
+    assert all(b > a for a, b in itertools.pairwise(entropy[1.0, fixed]))
+    assert all(b < a for a, b in itertools.pairwise(largest[1.0, fixed]))
+    for sigma, points in lengths["theory"].items():
+        n = [m for m, _ in points]
+        assert n, sigma
+        measured = [entropy[sigma, fixed][lengths["LENGTHS"].index(m)] for m in n]
+        assert max(abs(t - m) for (_, t), m in zip(points, measured, strict=True)) < 0.06
 
 
-def test_sequence_length_fixes(lengths: dict[str, Any]) -> None:
-    """Log-n scaling moves the entropy away from its ceiling and the best key's weight falls by
-    a far smaller factor; YaRN is the fixed scale up to n0 and then keeps about its weight."""
+def test_sequence_length_effect_depends_on_the_spread(lengths: dict[str, Any]) -> None:
+    """At a fixed scale the wider the spread, the more H/log n rises and the less the best key's
+    weight falls; at sigma = 1/3 H/log n hardly moves and the weight falls by a factor of the
+    order of the growth of n."""
+    entropy, largest, n = lengths["entropy"], lengths["largest"], lengths["LENGTHS"]
+    sigmas = sorted(lengths["SIGMAS"])
+    rise = [entropy[s, "fixed scale"][-1] - entropy[s, "fixed scale"][0] for s in sigmas]
+    fall = [largest[s, "fixed scale"][0] / largest[s, "fixed scale"][-1] for s in sigmas]
+    assert all(b > 1.5 * a for a, b in itertools.pairwise(rise))
+    assert all(b < a / 2 for a, b in itertools.pairwise(fall))
+    assert rise[0] < 0.03
+    assert n[-1] / n[0] / 10 < fall[0] < n[-1] / n[0]
+
+
+def test_sequence_length_log_n(lengths: dict[str, Any]) -> None:
+    """Log-n scaling moves the entropy away from its ceiling at every spread; from n0 to the
+    longest row the best key's weight falls steeply at sigma = 1/3, by a far smaller factor than
+    at the fixed scale at sigma = 1, and grows at sigma = 3."""
     entropy, largest, at_n0 = lengths["entropy"], lengths["largest"], lengths["at_n0"]
-    log_n, yarn, fixed = "log-n scaling, SSMax", "YaRN", "fixed scale"
-    assert entropy[log_n][-1] < entropy[log_n][at_n0] < entropy[log_n][0]
-    fall = {k: largest[k][0] / largest[k][-1] for k in (fixed, log_n)}
-    assert fall[log_n] * 5 < fall[fixed]
-    assert entropy[yarn][: at_n0 + 1] == entropy[fixed][: at_n0 + 1]
-    assert 0.5 < largest[yarn][-1] / largest[yarn][at_n0] < 2
+    log_n, fixed = "log-n scaling, SSMax", "fixed scale"
+    for sigma in lengths["SIGMAS"]:
+        h = entropy[sigma, log_n]
+        assert h[-1] < h[at_n0] < h[0], sigma
+    ratio = {
+        k: {s: largest[s, k][-1] / largest[s, k][at_n0] for s in (1 / 3, 1.0, 3.0)}
+        for k in (log_n, fixed)
+    }
+    assert ratio[log_n][1 / 3] < 0.1
+    assert ratio[log_n][1.0] > 5 * ratio[fixed][1.0]
+    assert ratio[log_n][3.0] > 1
+    whole = {k: largest[1.0, k][0] / largest[1.0, k][-1] for k in (fixed, log_n)}
+    assert whole[log_n] * 5 < whole[fixed]
+
+
+def test_sequence_length_dynamic_yarn(lengths: dict[str, Any]) -> None:
+    """Dynamic YaRN is the fixed scale up to n0 and sharpens more than log-n past it; at
+    sigma = 1 the best key keeps about its weight at n0, at 1/3 it falls, at 3 it grows."""
+    entropy, largest, at_n0 = lengths["entropy"], lengths["largest"], lengths["at_n0"]
+    dynamic, fixed, log_n = "YaRN, dynamic", "fixed scale", "log-n scaling, SSMax"
+    for sigma in lengths["SIGMAS"]:
+        assert entropy[sigma, dynamic][: at_n0 + 1] == entropy[sigma, fixed][: at_n0 + 1]
+        past = range(at_n0 + 1, len(lengths["LENGTHS"]))
+        assert all(entropy[sigma, dynamic][i] < entropy[sigma, log_n][i] for i in past)
     n = lengths["LENGTHS"]
-    assert all(lengths["yarn"](m) > lengths["log_n"](m) for m in n[at_n0 + 1 :])
+    assert all(lengths["yarn_dynamic"](m) > lengths["log_n"](m) for m in n[at_n0 + 1 :])
+    kept = {s: largest[s, dynamic][-1] / largest[s, dynamic][at_n0] for s in (1 / 3, 1.0, 3.0)}
+    assert 0.5 < kept[1.0] < 2
+    assert kept[1 / 3] < 0.5 and kept[3.0] > 1
+
+
+def test_sequence_length_static_yarn_differs_inside_the_window(lengths: dict[str, Any]) -> None:
+    """Static YaRN sharpens the rows inside the training window, where dynamic YaRN is the fixed
+    scale: by a small margin at sigma = 1/3, several times larger at 1 and 3; the two give the
+    same logits at the longest row only."""
+    entropy, at_n0, sigmas = lengths["entropy"], lengths["at_n0"], lengths["SIGMAS"]
+    static, dynamic = "YaRN, static", "YaRN, dynamic"
+    margin = {
+        s: [entropy[s, dynamic][i] - entropy[s, static][i] for i in range(at_n0 + 1)]
+        for s in sigmas
+    }
+    assert all(min(m) > 0.01 for m in margin.values())
+    assert min(min(margin[1.0]), min(margin[3.0])) > 3 * max(margin[1 / 3])
+    for s in sigmas:
+        same = [a == b for a, b in zip(entropy[s, static], entropy[s, dynamic], strict=True)]
+        assert same == [False] * (len(same) - 1) + [True], s
+    assert lengths["meet"]
+    assert lengths["yarn_static"](lengths["LENGTHS"][0]) == lengths["yarn_dynamic"](
+        lengths["LENGTHS"][-1]
+    )
 
 
 def test_bfloat16_simulated_kernel_is_torchs(bfloat16: dict[str, Any]) -> None:

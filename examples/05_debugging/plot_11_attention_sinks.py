@@ -6,9 +6,12 @@ somewhere. Trained language models put it on the first token: in most heads of t
 layers, the first key takes most of the weight whatever the query (Xiao et al. 2023), and the
 hidden state of that token grows to values hundreds of times the others (Sun et al. 2024). The
 first token is the one key every query sees under a causal mask, so it is where such mass can
-go harmlessly. This page measures what a sink does to the numbers a monitor reads (the max
-logit, the entropy, the float16 headroom) and what a learned sink column (GPT-OSS) or a $+1$ in
-the softmax's denominator changes.
+go harmlessly: a sink's value vector is typically near zero, so the weight it draws adds little
+to the output and the head, for that query, acts as a no-op (Gu et al. 2024). Gu et al. trace
+the sink to softmax's normalisation itself: with sigmoid attention, which does not normalise,
+none emerged in the language models they trained. This page measures what a sink does to the
+numbers a monitor reads (the max logit, the entropy, the float16 headroom) and what a learned
+sink column (GPT-OSS) or a $+1$ in the softmax's denominator changes.
 """
 
 # %%
@@ -26,7 +29,8 @@ the softmax's denominator changes.
 # A **learned sink column** (GPT-OSS: one learned logit per head, appended to every row and
 # dropped after the softmax) or **softmax with $+1$** (a column fixed at 0) takes the same share
 # without any query-key product growing: the max logit over the real keys stays that of the
-# ordinary logits.
+# ordinary logits. Dropping the column's weight makes it a sink whose value is exactly zero, the
+# no-op a sink token approaches with its near-zero value vector.
 
 import math
 
@@ -215,4 +219,7 @@ for layer, h in enumerate(hidden):
 # - Xiao et al. 2023, *Efficient Streaming Language Models with Attention Sinks*,
 #   arXiv:2309.17453.
 # - Sun et al. 2024, *Massive Activations in Large Language Models*, arXiv:2402.17762.
+# - Gu et al. 2024, *When Attention Sink Emerges in Language Models: An Empirical View*,
+#   arXiv:2410.10781 (a sink's value is small and adds little to the output; no sink emerges
+#   with sigmoid attention).
 # - OpenAI 2025, *gpt-oss-120b & gpt-oss-20b Model Card*, arXiv:2508.10925 (learned sinks).
