@@ -287,3 +287,97 @@ def test_the_trained_model_has_no_sink(sinks: dict[str, Any]) -> None:
     for record in sinks["monitor"].report().records:
         assert max(record.last.heads["first_key_weight"]) < 3 * sinks["uniform"]
     assert max(sinks["first_vs_rest"]) < 3
+
+
+# --- section 4: training ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def article() -> dict[str, Any]:
+    return _run("examples/04_training/plot_01_article_experiment.py")
+
+
+def test_article_held_out_loss_sits_at_the_population_floor(article: dict[str, Any]) -> None:
+    held_out = article["held_out"]  # (variants, seeds)
+    assert abs(held_out.mean(-1) - 0.5).max() < 0.01
+
+
+def test_article_gap_is_largest_early_and_stated_against_the_excess(
+    article: dict[str, Any],
+) -> None:
+    early, lower = article["early"], article["lower"]  # (seeds, epochs); the final-loss gap
+    assert article["peak"] < early.shape[1] // 10  # in the first tenth of training
+    assert early.mean(0)[article["peak"]] > 10 * early.mean(0)[-1]
+    # the excess is a small part of the loss, so the whole loss would hide the gap
+    assert lower.reference < 0.05 * lower.scaled
+
+
+def test_article_unscaled_logits_start_near_sqrt_dk_over_3() -> None:
+    import math
+
+    import torch
+
+    from attnscale import SimpleAttentionModel
+
+    torch.manual_seed(0)
+    model = SimpleAttentionModel(128, 64, strategy="none")
+    x = torch.randn(256, 8, 128)
+    with torch.no_grad():
+        logits = model.q_proj(x) @ model.k_proj(x).transpose(-1, -2)
+    assert float(logits.std()) == pytest.approx(math.sqrt(64) / 3, rel=0.15)
+
+
+@pytest.fixture(scope="module")
+def all_strategies() -> dict[str, Any]:
+    return _run("examples/04_training/plot_03_all_strategies.py")
+
+
+def test_all_strategies_width_test_is_unsolved_at_the_smallest_width(
+    all_strategies: dict[str, Any],
+) -> None:
+    assert all_strategies["unsolved"] == [str(all_strategies["WIDTHS"][0])]
+
+
+def test_all_strategies_second_minima_lie_past_unstable_rates(
+    all_strategies: dict[str, Any],
+) -> None:
+    """Every second minimum the page lists sits beyond a rate where a seed blew up."""
+    import numpy as np
+
+    from attnscale._docs import metric
+
+    full, found = all_strategies["full"], 0
+    for task in all_strategies["TASKS"]:
+        arrays = full.parts[task]
+        initial = metric.initial_loss(arrays["curve_loss"])
+        values, _, names = metric.sweep_metric(arrays)
+        for i in range(len(names)):
+            mean = np.where(np.isfinite(values[i]).all(-1), values[i].mean(-1), np.inf)
+            best = int(np.argmin(mean))
+            stable = metric.stable_points(arrays["curve_loss"][i], initial)
+            for j in range(best + 2, len(mean) - 1):
+                if mean[j] < -1 and mean[j] < mean[j - 1] and mean[j] < mean[j + 1]:
+                    found += 1
+                    assert not stable[best + 1 : j].all(), (task, names[i], j)
+    assert found  # the page's sentence is about something
+
+
+@pytest.fixture(scope="module")
+def logit_growth() -> dict[str, Any]:
+    return _run("examples/04_training/plot_04_logit_growth.py")
+
+
+def test_logit_growth_sensitivity_gain_comes_from_two_high_rates(
+    logit_growth: dict[str, Any],
+) -> None:
+    import numpy as np
+
+    per_rate, top, lrs = logit_growth["per_rate"], logit_growth["top"], logit_growth["lrs"]
+    assert per_rate[top].sum() / per_rate.sum() > 0.8  # "nearly all"
+    assert top.min() >= len(lrs) - 3  # "near the top of the sweep"
+    # "where the baseline ends far above its best loss", on every seed, and above QK-LayerNorm
+    held_out = logit_growth["held_out"]
+    base, qk = held_out["inverse_sqrt"], held_out["qk_layernorm"]
+    best = np.nanmin(np.nanmean(base, 0))
+    assert (np.nan_to_num(base[:, top], nan=np.inf) > best + 0.1).all()
+    assert (np.nan_to_num(base[:, top], nan=np.inf) > qk[:, top]).all()

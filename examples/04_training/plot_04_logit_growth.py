@@ -164,7 +164,8 @@ print(
 # %%
 # The last line says where the difference comes from. Nearly all of QK-LayerNorm's lower
 # sensitivity comes from the two rates where it contributes most, near the top of the sweep,
-# where the baseline's runs fail: that part is stability. The remainder comes from small
+# where the baseline ends far above its best loss and QK-LayerNorm does not: that part is
+# stability. The remainder comes from small
 # rates, where QK-LayerNorm simply trains faster in the same number of steps: that part is
 # speed, not stability.
 

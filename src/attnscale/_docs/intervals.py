@@ -145,6 +145,8 @@ def best(values: np.ndarray, log_lrs: np.ndarray) -> Best:
     at_end = bool(i in (run[0], run[-1]))
     value = mean_interval(values[i])
     return Best(i, float(log_lrs[i]), float(log_lrs[lo]), float(log_lrs[hi]), step, value, at_end)
+
+
 def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     """Wilson's 95% score interval for a rate of ``k`` successes in ``n`` trials: it keeps its
     coverage at small ``n`` and at rates near 0 or 1, where the normal approximation fails."""
