@@ -11,7 +11,9 @@ behaviour may change in any release. The guide's examples use them:
 - ``experiments``: computations that a guide page and the fact-check share;
 - ``stored``: the results tier (full-budget runs stored with provenance, checked at every build);
 - ``studies``: the full-budget experiments, one module each, and ``results`` their stored runs;
-- ``intervals``: the bootstrap intervals and best learning rates of the training pages.
+- ``intervals``: the t-intervals, verdicts and best learning rates of the training pages.
+- ``metric``: the training pages' declared metric (relative to the start, solved at a thousandth)
+  and the stability measures printed beside it.
 - ``events``: events in a training run's per-step records (the watching-training page);
 - ``calibration``: the monitor on a trained model, healthy heads against planted bugs;
 - ``real_bugs``: attention-scaling bugs reported in public issue threads, and look-alikes.
