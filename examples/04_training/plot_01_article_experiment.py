@@ -111,14 +111,16 @@ plot_seed_bands(
     x=lrs,
     ax=axes[1],
     xlabel="learning rate η",
-    ylabel="final-epoch loss",
+    ylabel="final-epoch loss (MSE)",
     logx=True,
     markers=True,
     legend=False,
     **style.strategy_kwargs(),
 )
 axes[1].set_title("learning-rate sweep")
-fig.suptitle(f"Reconstruction, $d_k = 64$: scaled vs unscaled, {floors.size} seeds")
+fig.suptitle(
+    f"Reconstruction, $d_k = 64$, scaled vs unscaled: mean and range over {floors.size} seeds"
+)
 one_legend(fig)
 plt.show()
 
