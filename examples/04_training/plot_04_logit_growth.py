@@ -36,7 +36,7 @@ def dash_qk_layernorm(axes: np.ndarray) -> None:
 
 SMOOTH = events.SMOOTH  # steps per moving mean of the per-step records
 COLLAPSE = 0.05  # normalised attention entropy below this: one key per query
-LARGE_LOGIT = 100.0  # an attention logit this far above the rest leaves e^-100 to the others
+LARGE_LOGIT = 100.0  # the largest attention logit's size (not its margin over the row)
 
 # %%
 # ## The model, the text and the recipe
@@ -76,7 +76,8 @@ print(
 # on the held-out text (32 batches after the last step). Left: its mean over the three seeds,
 # with the lowest to highest seed as a band. Right: the largest attention logit any query saw
 # during the run (over all steps and both layers; a logit is a query-key score after the
-# scale, before the softmax).
+# scale, before the softmax), with the threshold of 100 the events below use as a dotted line;
+# the axis stops at 100 times that, so a run whose logits went beyond leaves the panel.
 
 # %%
 held_out = {v: np.stack([r["held_out"] for r in runs[v]], axis=1) for v in VARIANTS}
@@ -104,6 +105,8 @@ plot_seed_bands(
     legend=False,
     **style.strategy_kwargs(),
 )
+axes[1].axhline(LARGE_LOGIT, color="0.3", lw=0.9, ls=":")
+axes[1].set_ylim(top=100 * LARGE_LOGIT)
 fig.suptitle(f"Byte-level LM, 2 layers, width 128, {len(full.budget['seeds'])} seeds")
 dash_qk_layernorm(axes)
 one_legend(fig)
@@ -223,7 +226,10 @@ print(f"rates where it ends higher on every seed: {worse or 'none'}")
 # loss goes wrong. For every run we find three steps, each on a moving mean over 20 steps
 # (the rules are fixed here, before the counts):
 #
-# - **logits grow:** the first step whose largest attention logit exceeds 100;
+# - **logits grow:** the first step whose largest attention logit exceeds 100. This is the
+#   logit's absolute size, not its margin over the rest of its row: a softmax ignores a
+#   common shift, so a logit of 100 says the logits have grown (and that float16 or bfloat16
+#   would round them coarsely), not that attention has collapsed; collapse is the next event;
 # - **attention collapses:** the first step whose normalised attention entropy (the mean over
 #   queries of the entropy over the keys it sees, divided by its maximum; the lower of the two
 #   layers) falls below 0.05, i.e. nearly one key per query;
@@ -242,7 +248,8 @@ def run_events(run: dict[str, np.ndarray]) -> np.ndarray:
     out = []
     for loss, logit, entropy in zip(run["loss"], run["max_logit"], run["entropy"], strict=True):
         collapse = events.first(moving_mean(entropy.min(-1)) < COLLAPSE) + SMOOTH - 1
-        out.append([events.first(logit.max(-1) > LARGE_LOGIT), collapse, events.loss_spike(loss)])
+        grow = events.first(moving_mean(logit.max(-1)) > LARGE_LOGIT) + SMOOTH - 1
+        out.append([grow, collapse, events.loss_spike(loss)])
     return np.array(out) + 1
 
 
@@ -280,7 +287,8 @@ for v in VARIANTS:
 # The lowest learning rate at which the baseline's loss spiked on every seed, for both
 # variants: the training loss, the largest attention logit and the normalised attention
 # entropy (the lower layer of the two), over the steps (moving means over 20 steps; the band is
-# the lowest to highest seed).
+# the lowest to highest seed). The dotted line marks the logit threshold of 100; the logit
+# axis stops at 100 times that, so a diverged run leaves the panel at the top.
 
 # %%
 j = next(
@@ -290,7 +298,7 @@ fig, axes = plt.subplots(1, 3, figsize=(8.6, 3.0), layout="constrained")
 series = {
     "training loss (nats/byte)": lambda r: r["loss"],
     "largest attention logit": lambda r: r["max_logit"].max(-1),
-    "entropy / its maximum": lambda r: r["entropy"].min(-1),
+    "entropy / max (min of 2 layers)": lambda r: r["entropy"].min(-1),
 }
 for ax, (label, get) in zip(axes, series.items(), strict=True):
     curves = {v: np.stack([moving_mean(s) for s in get(runs[v][j])]) for v in VARIANTS}
@@ -304,6 +312,8 @@ for ax, (label, get) in zip(axes, series.items(), strict=True):
         legend=False,
         **style.strategy_kwargs(),
     )
+axes[1].axhline(LARGE_LOGIT, color="0.3", lw=0.9, ls=":")
+axes[1].set_ylim(top=100 * LARGE_LOGIT)
 fig.suptitle(f"η = {lrs[j]:.2g}: the baseline and QK-LayerNorm, {seeds} seeds")
 dash_qk_layernorm(axes)
 one_legend(fig)
