@@ -70,14 +70,21 @@ def vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
 
     Grey, so they never share a colour with a curve or a band, and labelled in the legend rather
     than by rotated text, which would sit on the curves and bands. Never dotted: dotted grey is
-    the horizontal reference line (log n, a threshold) of the same figures.
+    the horizontal reference line (log n, a threshold) of the same figures. Each line has its own
+    grey, its own dash pattern and its own marker at its top end (the legend shows the marker
+    too), so that lines of similar greys and dashes, and a dashed curve beside them, can still
+    be told apart.
     """
     for k, (label, value) in enumerate((marks or {}).items()):
         ax.axvline(
             value,
-            color=("0.2", "0.45", "0.6", "0.35")[k % 4],
-            linestyle=("--", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (8, 3)))[k % 4],
+            ymax=0.97,
+            color=("0.2", "0.5", "0.35", "0.65")[k % 4],
+            linestyle=((0, (6, 2)), "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1.5, 1.5, 6, 1.5)))[k % 4],
             linewidth=1.2,
+            marker=("v", "s", "D", "^")[k % 4],
+            markersize=4.5,
+            markevery=[1],
             label=label,
         )
 
