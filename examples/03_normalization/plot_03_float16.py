@@ -105,6 +105,7 @@ figures.plot_threshold_dots(
     thresholds, xlim=(float(GAINS[0]), float(GAINS[-1])), ax=ax, xlabel="weight scale $g$"
 )
 ax.set_title("First weight scale $g$ at which float16 attention goes wrong")
+ax.set_ylabel("scaling strategy")
 fig.legend(loc="outside lower center", ncols=2, fontsize=8)
 
 # %%
