@@ -187,11 +187,12 @@ for label, (predicted, var_q, std_scaled) in results.items():
 
 fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
 labels = list(results)
-ax.barh(labels[::-1], [results[k][2] for k in labels[::-1]], color="C0")
+ax.barh(labels[::-1], [results[k][2] for k in labels[::-1]], color="0.6")
 ax.axvline(1.0, color="0.3", linestyle="--", linewidth=1, label="textbook assumption")
 ax.set_xlabel("std of $q\\cdot k/\\sqrt{d_k}$ at initialisation")
 ax.legend(frameon=False, loc="lower right")
-ax.set_title("Scaled logit spread left by each initialisation")
+ax.set_ylabel("initialisation of $W_q$ and $W_k$")
+ax.set_title(f"Scaled logit spread, one head: $d_{{\\mathrm{{model}}}} = {D_MODEL}$, $d_k = {D_K}$")
 
 # %%
 # Only LeCun initialisation gives $\mathrm{Var}(q_i) = 1$. PyTorch's `nn.Linear` default
