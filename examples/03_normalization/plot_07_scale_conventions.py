@@ -42,10 +42,11 @@ for group in (1, 4, 8):
 # %%
 # ## MLA: one logit, two lengths
 #
-# MLA stores a compressed latent $c$ (512 numbers per token in DeepSeek-V2 and V3) and expands
-# it into each head's key, $k^{C} = W^{UK} c$, of 128 components; a further 64 components carry
-# the rotary position, $q^{R} \cdot k^{R}$. The logit is a dot product over $128 + 64 = 192$
-# components. At inference the expansion is *absorbed* into the query,
+# MLA stores a compressed latent $c$ (512 numbers per token in DeepSeek-V2 and V3; DeepSeek-AI
+# 2024, arXiv:2405.04434 and arXiv:2412.19437) and expands it into each head's key,
+# $k^{C} = W^{UK} c$, of 128 components; a further 64 components carry the rotary position,
+# $q^{R} \cdot k^{R}$. The logit is a dot product over $128 + 64 = 192$ components. At
+# inference the expansion is *absorbed* into the query,
 # $q^{C} \cdot W^{UK} c = (W^{UK\top} q^{C}) \cdot c$, and the same logit is computed as a dot
 # product over $512 + 64 = 576$ components. The scale belongs to the 192, not to the 576:
 # DeepSeek's code uses $1/\sqrt{192}$ (times YaRN's $m^2$ for extended contexts, with
@@ -184,5 +185,7 @@ for rho in RHOS:
 #   Multi-Head Checkpoints*, arXiv:2305.13245.
 # - DeepSeek-AI 2024, *DeepSeek-V2: A Strong, Economical, and Efficient Mixture-of-Experts
 #   Language Model*, arXiv:2405.04434 (multi-head latent attention).
+# - DeepSeek-AI 2024, *DeepSeek-V3 Technical Report*, arXiv:2412.19437 (the same MLA
+#   dimensions; the YaRN extension factor used above is its published configuration's).
 # - Peng et al. 2023, *YaRN*, arXiv:2309.00071.
 # - Yang et al. 2022, *Tensor Programs V*, arXiv:2203.03466 (μP, the $1/d$ attention scale).
