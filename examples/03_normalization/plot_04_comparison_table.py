@@ -112,7 +112,7 @@ plot_strategy_bars(
     shown,
     [measured[v]["cost"] for v in labels],
     ax=ax1,
-    xlabel="time / time of $1/\\sqrt{d_k}$",
+    xlabel="CPU time per call / that of $1/\\sqrt{d_k}$",
     reference=1.0,
     colors=colours,
     spread=([measured[v]["cost_q1"] for v in labels], [measured[v]["cost_q3"] for v in labels]),
@@ -125,7 +125,7 @@ plot_strategy_bars(
     colors=colours,
 )
 ax2.set_yticks([])
-fig.suptitle("Cost and robustness to weight growth, per strategy")
+fig.suptitle("CPU time (forward+backward) and robustness to weight growth, per strategy")
 print(
     f"weight growth for the measured columns: g = {GAIN:g} on W_q and W_k; d_k = "
     f"{D_MODEL // NUM_HEADS}, {SEQ_LEN} keys"
