@@ -17,7 +17,8 @@ EXPECTED = {
     "1.2": "holds",
     "2.1": "false",
     "2.2": "holds only partly",
-    "3.2": "holds only partly",
+    "3.2a": "false",
+    "3.2b": "holds only partly",
     "4.2a": "holds, negligible",
     "4.2b": "holds, negligible",
     "4.2c": "false",
@@ -63,6 +64,55 @@ def test_links_name_the_page_they_link(checks):
         heading = next(line for line in lines if line.startswith("# "))
         assert heading[2:] == title, path
     assert {c.page for c in checks.values()} <= set(PAGE_TITLES)
+
+
+def test_stability_rule_can_return_every_verdict():
+    """3.2b's rule on planted entropies: collapsed at init, only under growth, never."""
+    rule = factcheck._stability_verdict
+    assert rule({"sqrt_g1": 0.2, "sqrt_g10": 0.01, "qknorm_g10": 0.9}) == "false"
+    assert rule({"sqrt_g1": 0.9, "sqrt_g10": 0.01, "qknorm_g10": 0.9}) == "holds only partly"
+    assert rule({"sqrt_g1": 0.9, "sqrt_g10": 0.8, "qknorm_g10": 0.9}) == "holds"
+
+
+def test_saturation_rule_reads_quantiles_at_large_sigma(checks):
+    """2.2's rule on planted quantiles; the mean plays no part."""
+    rule = factcheck._saturation_verdict
+    base = {"median_sigma_1": 0.2, "mean_sigma_32": 0.5}
+    assert rule(base | {"median_sigma_32": 1e-4, "p90_sigma_32": 1e-3}) == "holds"
+    assert rule(base | {"median_sigma_32": 1e-4, "p90_sigma_32": 0.3}) == "holds only partly"
+    assert rule(base | {"median_sigma_32": 0.1, "p90_sigma_32": 0.3}) == "false"
+    nums = checks["2.2"].numbers
+    assert nums["median_sigma_32"] < factcheck.TINY * nums["median_sigma_1"] < nums["p90_sigma_32"]
+
+
+def test_table_completeness_is_decided_from_the_lists(checks):
+    """3.2a: every fix the site examines is on the page named for it; the article's table lacks
+    exactly the four that act on the logits."""
+    for name, (page, term) in factcheck.SITE_FIXES.items():
+        source = ROOT / "examples" / f"{page.rstrip('/')}.py"
+        assert term in source.read_text(), (name, source)
+    assert set(factcheck.ARTICLE_TABLE) <= set(factcheck.SITE_FIXES)
+    missing = set(factcheck.SITE_FIXES) - set(factcheck.ARTICLE_TABLE)
+    assert missing == {"QK-norm", "σReparam", "soft-capping", "QK-Clip"}
+    assert checks["3.2a"].numbers["missing"] == len(missing)
+
+
+def test_exact_tail_fraction_and_kurtosis(checks):
+    """1.1's reference values: the exact fraction for Gaussian coordinates agrees with a direct
+    simulation at a small d_k, where it differs from the normal approximation; at d_k = 1024
+    the measured excess kurtosis is consistent with 6/d_k."""
+    gen = torch.Generator().manual_seed(0)
+    d_k, n = 4, 400_000
+    s = (torch.randn(n, d_k, generator=gen, dtype=torch.float64) ** 2).sum(-1)  # |q|^2
+    s = s.sqrt() * torch.randn(n, generator=gen, dtype=torch.float64)  # q . k in law
+    exact = factcheck._fraction_inside_gaussian(d_k, 3 * 2.0)
+    measured = (s.abs() <= 6).double().mean().item()
+    assert abs(measured - exact) < 4 * (exact * (1 - exact) / n) ** 0.5
+    assert exact < 0.9973 - 0.005  # heavier tails than the normal approximation's 99.73%
+    nums = checks["1.1"].numbers
+    assert nums["excess_kurtosis_theory"] == 6 / 1024
+    assert abs(nums["excess_kurtosis"] - 6 / 1024) < nums["excess_kurtosis_half"]
+    assert abs(nums["scaled_exact"] - nums["scaled_theory"]) < 1e-3
 
 
 # -- bad input: a clear error naming the argument, or the right answer (helpers in bad_input.py) --
