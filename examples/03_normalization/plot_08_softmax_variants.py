@@ -30,7 +30,8 @@ z = torch.randn(ROWS, KEYS, generator=gen, dtype=torch.float64)
 # %%
 # ## Softmax with $+1$: a row may give less than all
 #
-# $p_j = e^{x_j} / (1 + \sum_i e^{x_i})$ (Miller 2023; the same as a sink column fixed at 0)
+# $p_j = e^{x_j} / (1 + \sum_i e^{x_i})$ (Miller 2023, *Attention Is Off By One*; the same as a
+# sink column fixed at 0)
 # lets a row's weights sum to less than 1. With logits of spread $\sigma$ around a mean $\mu$,
 # the mass given is $\sum_i e^{x_i} / (1 + \sum_i e^{x_i})$, and the $+1$ only matters once the
 # whole row sits about $\log n$ below zero: a head opts out by lowering every logit, a shift the
@@ -114,7 +115,8 @@ figures.one_legend(fig, ncols=3)
 # at 1) gives the same logits whether it runs before or after RoPE. A learned gain that differs
 # within a rotated pair does not commute with the rotation, and the two orders then give
 # different logits, while both keep the bound $|\ell| \le \sqrt{d_k}\,\max|\gamma_q|\max|\gamma_k|$
-# on every logit. OLMo 2, Gemma 3 and Qwen 3 normalise before RoPE. Measured at $d_k = 64$:
+# on every logit. OLMo 2 (Team OLMo et al. 2024), Gemma 3 and Qwen 3 normalise before RoPE.
+# Measured at $d_k = 64$:
 
 
 def rope(x: torch.Tensor, base: float = 10_000.0) -> torch.Tensor:
@@ -157,11 +159,21 @@ for name, (gq, gk) in gains.items():
 # A soft-cap $c \tanh(\ell / c)$ (Gemma 2: $c = 50$) also bounds every logit, but by flattening
 # it: past the cap, the logit stops following $q \cdot k$ and its gradient falls as
 # $1 - \tanh^2(\ell/c)$ (printed below), while QK-norm bounds the logit through the lengths of
-# $q$ and $k$ and leaves the dot product's gradient alone. The
-# [soft-cap page](../05_debugging/plot_02_soft_cap.md) measures when a cap hides a missing
-# scale. Gated attention (Qiu et al. 2025) multiplies the attention output by a learned sigmoid
-# gate: it acts after the softmax and leaves its logits, and everything this page measures,
-# unchanged.
+# $q$ and $k$ and leaves the dot product's gradient alone. Rybakov et al. 2024 cap the logits
+# this way, together with layer normalisation after the QKV projection, to train at higher
+# learning rates without divergence. The [soft-cap page](../05_debugging/plot_02_soft_cap.md)
+# shows what happens when one code path drops the cap: the logits it bounded come back.
+#
+# Gated attention (Qiu et al. 2025) multiplies each head's output by a sigmoid gate computed
+# from the current token. It leaves the logits as they are, so nothing this page measures moves
+# with it: the spread within a row is still the scale's to set. What it changes is what a head
+# needs its logits for. Without a gate, a head that has nothing to add must still spend its
+# weight somewhere, typically on a sink key, with a logit far above the rest of its row; with
+# one, it can close the gate instead. Qiu et al. report that the gate removes the attention
+# sink, lowers the largest activations and trains stably at higher learning rates. A large
+# logit alone is not a failure either: the softmax ignores a shift common to the row, and what
+# the weights depend on is the spread within it. No gated model is trained here, so this page
+# measures none of those effects.
 
 CAP = 50.0
 for raw in (10.0, 50.0, 100.0, 200.0):
@@ -184,8 +196,9 @@ for raw in (10.0, 50.0, 100.0, 200.0):
 #   softmax's does (printed below).
 # - **QK-norm's order around RoPE** does not matter with unit gains and matters with learned
 #   ones, while the bound on the logits holds in both orders.
-# - **Soft-capping and gates** bound or rescale after the logits are formed; neither sets the
-#   logits' spread, which is still the scale's job.
+# - **Soft-capping and gates** act after the logits are formed: the cap bounds them, the gate
+#   rescales each head's output. Neither sets the logits' spread, which is still the scale's job;
+#   a gate may remove a reason for large logits (a sink), which this page does not measure.
 
 k1 = SIGMAS.index(1.0)
 peak = max(range(len(SIGMAS)), key=lambda i: sig_grad[i])
@@ -199,10 +212,16 @@ print(f"softmax: mean p(1-p) falls {soft_grad[k1] / soft_grad[-1]:.1f}-fold from
 # %%
 # ## References
 #
-# - Miller 2023, *Attention Is Off By One* (blog post, evanmiller.org): softmax with $+1$.
+# - Miller 2023, *Attention Is Off By One* (blog post,
+#   evanmiller.org/attention-is-off-by-one.html): softmax with $+1$.
 # - Ramapuram et al. 2024, *Theory, Analysis, and Best Practices for Sigmoid Self-Attention*,
 #   arXiv:2409.04431.
 # - Qiu et al. 2025, *Gated Attention for Large Language Models*, arXiv:2505.06708.
 # - Su et al. 2021, *RoFormer: Enhanced Transformer with Rotary Position Embedding*,
 #   arXiv:2104.09864.
 # - Gemma Team 2024, *Gemma 2*, arXiv:2408.00118 (logit soft-capping at 50).
+# - Rybakov et al. 2024, *Methods of improving LLM training stability*, arXiv:2410.16682
+#   (logit capping and layer normalisation after the QKV projection).
+# - Team OLMo et al. 2024, *2 OLMo 2 Furious*, arXiv:2501.00656; Gemma Team 2025, *Gemma 3
+#   Technical Report*, arXiv:2503.19786; Qwen Team 2025, *Qwen3 Technical Report*,
+#   arXiv:2505.09388 (QK-norm before RoPE).

@@ -21,11 +21,16 @@ Muon, with and without QK-Clip, and checks each by training both models side by 
 #   $\eta' = c\,\eta$ with the decoupled decay $\lambda' = \lambda / c$, as for AdamW.
 # - **Muon** (Jordan et al. 2024) steps by $\eta$ times an orthogonalised momentum (five
 #   Newton-Schulz iterations on the momentum divided by its norm): also blind to the gradient's
-#   size, so again $\eta' = c\,\eta$, $\lambda' = \lambda / c$.
-# - **Adafactor** (Shazeer & Stern 2018) in torch's form steps by a normalised update times
-#   $\max(\epsilon_2, \mathrm{RMS}(W))$: the step follows the size of the weights, which is
-#   already $c$ times smaller. **The same settings** keep the models together, as long as
-#   $\mathrm{RMS}(W') > \epsilon_2 = 10^{-3}$.
+#   size, so again $\eta' = c\,\eta$, $\lambda' = \lambda / c$. The decoupled decay is the form
+#   Liu et al. 2025 train Muon with at scale, and the one `torch.optim.Muon` implements.
+# - **Adafactor** (Shazeer & Stern 2018) in torch's form (`torch.optim.Adafactor`: factored
+#   second moment, update clipping at $d = 1$, no first moment, and a *relative* step size)
+#   steps by a normalised update times $\max(\epsilon_2, \mathrm{RMS}(W))$: the step follows the
+#   size of the weights, which is already $c$ times smaller. **The same settings** keep the
+#   models together, as long as $\mathrm{RMS}(W') > \epsilon_2 = 10^{-3}$. This result belongs
+#   to that form. With the relative step switched off (an absolute step size, as some
+#   implementations allow), the normalised update ignores the gradient's size as Adam's does,
+#   and the derivation gives Adam's $\eta' = c\,\eta$ instead; that form is not run here.
 # - **QK-Clip** (Kimi K2's MuonClip) rescales $W_q$ and $W_k$ after a step when a head's
 #   largest logit passes $\tau$. It reads the logits, which the two models share, so it clips
 #   both alike.
@@ -169,6 +174,30 @@ print(
 )
 
 # %%
+# ## Where the identity stops
+#
+# The identity holds for the optimiser step alone, applied to $W_q$ and $W_k$ on their own.
+# Common parts of a real training setup break it, and none of them is in the runs above:
+#
+# - **Gradient clipping by global norm** computes one norm over every parameter. The unscaled
+#   model's $W_q$, $W_k$ gradients are $1/c$ times larger, so its global norm differs, the clip
+#   fires at other steps and rescales every group's gradient ($W_v$, $W_o$ and the rest too) by
+#   another factor. Clipping couples all parameters; no setting on $W_q$, $W_k$ undoes that.
+# - **Mixed precision** rounds the two models differently: their weights and gradients sit at
+#   other points of the float grid, a dynamic loss scaler sees another gradient norm, and the
+#   unscaled product $q \cdot k$ is $\sqrt{d_k}$ times larger before any scale, closer to
+#   float16's overflow. Muon's bfloat16 Newton-Schulz iterations above are the small case.
+# - **μP's zero initialisation** of the query projection (Yang et al. 2022) maps to zero under
+#   $W' = c\,W$, so the identity leaves no initialisation difference and the whole effect of the
+#   missing scale moves into the learning rate. μP's width-dependent learning rates then need
+#   an extra factor $c = d_k^{-1/4}$ that changes with the head width, which is what μP is meant to
+#   make unnecessary; its $1/d_k$ scale is a different parametrisation again.
+# - **Per-group settings need separate parameters.** The derived settings are a learning rate
+#   (and $\epsilon$, decay) for $W_q$, $W_k$ only. A fused QKV projection keeps $W_q$, $W_k$ and
+#   $W_v$ in one weight matrix, so the group needs that parameter split (or a per-row factor on
+#   its update); Muon and Adafactor's factored statistics act on the fused matrix as a whole,
+#   where no per-row factor reproduces the split model.
+#
 # ## References
 #
 # - Chen et al. 2023, *Symbolic Discovery of Optimization Algorithms* (Lion), arXiv:2302.06675.
@@ -176,4 +205,6 @@ print(
 #   arXiv:1804.04235.
 # - Jordan et al. 2024, *Muon: An optimizer for hidden layers in neural networks* (blog post,
 #   kellerjordan.github.io).
+# - Liu et al. 2025, *Muon is Scalable for LLM Training*, arXiv:2502.16982 (Muon with decoupled
+#   weight decay at scale).
 # - Kimi Team 2025, *Kimi K2: Open Agentic Intelligence*, arXiv:2507.20534 (MuonClip, QK-Clip).
