@@ -381,3 +381,31 @@ def test_logit_growth_sensitivity_gain_comes_from_two_high_rates(
     best = np.nanmin(np.nanmean(base, 0))
     assert (np.nan_to_num(base[:, top], nan=np.inf) > best + 0.1).all()
     assert (np.nan_to_num(base[:, top], nan=np.inf) > qk[:, top]).all()
+
+
+@pytest.fixture(scope="module")
+def watching() -> dict[str, Any]:
+    return _run("examples/05_debugging/plot_10_watching_training.py")
+
+
+def test_watching_the_monitor_does_not_perturb_training(watching: dict[str, Any]) -> None:
+    assert watching["gap"] == 0.0
+
+
+def test_watching_leads_are_the_episode_at_the_spike_and_robust_to_thresholds(
+    watching: dict[str, Any],
+) -> None:
+    import numpy as np
+
+    base = watching["by_episode"]["inverse_sqrt", 1.0]
+    spiked = ~np.isnan(base[:, 0])
+    assert watching["same"] == int(spiked.sum()) > 0
+    # warnings during the warmup, spikes near or after its end
+    assert (base[spiked, 1] < watching["WARMUP"]).all()
+    medians = [
+        np.nanmedian(r[:, 0] - r[:, 2])
+        for (v, _), r in watching["by_episode"].items()
+        if v == "inverse_sqrt"
+    ]
+    # "a few measured steps": within two measurement intervals of each other
+    assert max(medians) - min(medians) <= 2 * watching["EVERY"]
