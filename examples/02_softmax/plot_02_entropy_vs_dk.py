@@ -155,6 +155,32 @@ for n in N_VALUES:
     )
 
 # %%
+# The dashed curves and the measurements differ for two reasons. The theory takes $\sigma$ to be
+# exactly $\sqrt{d_k}$ (unscaled) or 1 (scaled), while a measured row has
+# $\sigma = \lVert q \rVert$ or $\lVert q \rVert / \sqrt{d_k}$, which varies from row to row by
+# a relative amount of about $1/\sqrt{2 d_k}$: this matters at small $d_k$ only. And both branches of the theory (see
+# the math below) are limits for $n \to \infty$, which rows of finite length approach slowly (the
+# largest of $n$ standard normals reaches $\sqrt{2 \log n}$ only up to a correction that shrinks
+# like $\log \log n / \sqrt{\log n}$). So the gap is largest for the shortest rows and, for
+# unscaled scores, next to the transition, on either side of the break in the dashed curve: where
+# $\sigma^2$ is close to $\log n$, or $\sigma$ just past $2\sigma_c$; it closes as $d_k$ grows.
+# For scaled scores, whose $\sigma$ stays near 1, the finite-$n$ part stays at every $d_k$.
+# Printed: for each $n$, the largest gap between the measured mean $H / \log n$ and the theory,
+# measured minus theory, and the $d_k$ where it is.
+
+# %%
+print("largest gap, measured minus theory (mean H/log n):")
+for name in ("unscaled", "scaled"):
+    for n in N_VALUES:
+        gaps = {
+            d_k: results[n, d_k, name][0]
+            - (usable_theory(n, math.sqrt(d_k)) if name == "unscaled" else theory[n, name][0])
+            for d_k in D_KS
+        }
+        d_k = max((d for d in D_KS if not math.isnan(gaps[d])), key=lambda d: abs(gaps[d]))
+        print(f"  {name}, n = {n}: {gaps[d_k]:+.3f} at d_k = {d_k}")
+
+# %%
 # ## What the measurements say
 #
 # - **Unscaled scores collapse.** Already at small $d_k$ the normalised entropy drops well
