@@ -3,8 +3,8 @@ r"""
 
 We redo the source article's first experiment, carefully: draw random queries and keys, form
 their dot products, and watch the spread grow with the key dimension $d_k$ — then check the
-growth against the closed form $\mathrm{Var}[q \cdot k] = d_k$ and look at the tails, which the
-article's "[-100, 100]" and "[-3, 3]" ranges misdescribe.
+growth against the closed form $\mathrm{Var}[q \cdot k] = d_k$ and look at the tails: the
+article's "[-100, 100]" and "[-3, 3]" ranges hold for nearly every score, but they are not bounds.
 """
 
 # %%
@@ -64,8 +64,11 @@ fig.suptitle("Histograms of attention scores for four key dimensions")
 # ## The tails, honestly
 #
 # The article says that at $d_k = 1024$ the raw scores lie in about $[-100, 100]$ and the scaled
-# ones in about $[-3, 3]$. Those describe the bulk only. Here is the full range and the share of
-# scaled scores inside $\pm 3$, next to the share a standard normal puts there:
+# ones in about $[-3, 3]$. As a description of where the scores lie, that holds: the share inside
+# is close to what a normal law puts there (the fact-check's verdict on this claim). But the
+# ranges are not bounds: a few scores lie outside, and the extremes grow with the number of
+# draws. Here is the full range and the share of scaled scores inside $\pm 3$, next to the
+# share a standard normal puts there:
 
 print(
     f"{'d_k':>5} {'raw min':>9} {'raw max':>9} {'raw std':>8} {'scaled min':>11} "

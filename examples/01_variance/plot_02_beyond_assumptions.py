@@ -195,15 +195,19 @@ ax.set_ylabel("initialisation of $W_q$ and $W_k$")
 ax.set_title(f"Scaled logit spread, one head: $d_{{\\mathrm{{model}}}} = {D_MODEL}$, $d_k = {D_K}$")
 
 # %%
-# Only LeCun initialisation gives $\mathrm{Var}(q_i) = 1$. PyTorch's `nn.Linear` default
-# (Kaiming-uniform with $a = \sqrt 5$, i.e. $\mathrm{U}(\pm 1/\sqrt{d_\text{in}})$) gives
-# $1/3$; Xavier gives $2 d_\text{model}/(d_\text{model} + d_k)$, which is above 1 whenever
-# $d_\text{model} > d_k$; Kaiming with the ReLU gain gives 2. Since the scaled logit standard
+# For these per-head projections ($d_\text{model} \to d_k$), only LeCun initialisation gives
+# $\mathrm{Var}(q_i) = 1$. PyTorch's `nn.Linear` default (Kaiming-uniform with $a = \sqrt 5$,
+# i.e. $\mathrm{U}(\pm 1/\sqrt{d_\text{in}})$) gives $1/3$; Xavier gives
+# $2 d_\text{model}/(d_\text{model} + d_k)$, which is above 1 whenever $d_\text{model} > d_k$
+# and exactly 1 for a square projection ($d_\text{model} \to d_\text{model}$, split into heads
+# afterwards, as much code writes it); Kaiming with the ReLU gain gives 2. Since the scaled logit standard
 # deviation is $\mathrm{Var}(q_i)$ when queries and keys share a scheme, a model with default
 # `nn.Linear` projections starts with logits well below unit spread, i.e. with flatter
 # attention than the textbook picture. Nothing breaks: $1/\sqrt{d_k}$ removes the dependence
 # on $d_k$, and the constant left over is the initialisation's. The article's claim that
-# Xavier or Kaiming initialisation yields unit variance is wrong.
+# Xavier or Kaiming initialisation yields unit variance therefore holds only partly, as the
+# fact-check also finds: Xavier gives it for a square projection only, Kaiming in its usual
+# ReLU form never.
 #
 # ## References
 #

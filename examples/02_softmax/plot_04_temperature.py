@@ -130,7 +130,7 @@ for t in (1.0, math.sqrt(D_K)):
 # - $T = d_k$, the choice of μP (arXiv:2203.03466), which expects $q$ and $k$ to become
 #   correlated during training, so that scores grow like $d_k$ rather than $\sqrt{d_k}$;
 # - a learnable temperature, or cosine attention with a learnable logit scale (Swin
-#   Transformer V2), where training picks $T$ (attnscale's
+#   Transformer V2, arXiv:2111.09883), where training picks $T$ (attnscale's
 #   [LearnableTemperature][attnscale.LearnableTemperature] learns the multiplier $1/T$, starting
 #   at $1/\sqrt{d_k}$);
 # - QK-LayerNorm (arXiv:2302.05442) fixes the norm of $q$ and $k$ and leaves the effective
@@ -142,3 +142,5 @@ for t in (1.0, math.sqrt(D_K)):
 # - Yang et al. 2022, *Tensor Programs V*, arXiv:2203.03466.
 # - Dehghani et al. 2023, *Scaling Vision Transformers to 22 Billion Parameters*,
 #   arXiv:2302.05442.
+# - Liu et al. 2022, *Swin Transformer V2: Scaling Up Capacity and Resolution*,
+#   arXiv:2111.09883.

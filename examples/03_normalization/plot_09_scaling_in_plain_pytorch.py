@@ -4,7 +4,8 @@ r"""
 The strategies this section compares, as one module to copy: no attnscale import, under 30
 lines. Each turns a head's queries and keys into logits: the fixed $1/\sqrt{d_k}$, a learnable
 multiplier per head that starts there, RMSNorm on $q$ and $k$ before $1/\sqrt{d_k}$ (OLMo 2,
-Gemma 3 and others), and Swin V2's cosine attention with a learnable, clamped temperature. The
+Team OLMo et al. 2024, arXiv:2501.00656; Gemma 3, arXiv:2503.19786; and others), and Swin V2's
+cosine attention with a learnable, clamped temperature (Liu et al. 2022, arXiv:2111.09883). The
 last cell checks it against the library.
 """
 
