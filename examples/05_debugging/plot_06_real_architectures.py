@@ -186,12 +186,12 @@ families = list(zoo.FAMILIES)
 fig, ax = plt.subplots(figsize=(6.4, 4.8), layout="constrained")
 for i, family in enumerate(families):
     ratio = effective(healthy[family, "eager"], family)
-    ax.plot(ratio, i, "o", color="C0", label="healthy" if i == 0 else None)
+    ax.plot(ratio, i, "o", color="0.15", label="healthy" if i == 0 else None)
     if family != "falcon":
         report, _ = watch(family, "eager", bug="no-scale")
         removed = effective(report, family)
-        ax.plot(removed, i, "s", color="C3", fillstyle="none", markersize=9)
-ax.plot([], [], "s", color="C3", fillstyle="none", markersize=9, label="scale removed")
+        ax.plot(removed, i, "s", color="0.5", fillstyle="none", markersize=9)
+ax.plot([], [], "s", color="0.5", fillstyle="none", markersize=9, label="scale removed")
 for d in sorted({zoo.head_dim(f) for f in families}):
     ax.axvline(math.sqrt(d), color="0.6", linestyle=":", linewidth=1)
 ax.axvline(1.0, color="0.3", linewidth=1)
