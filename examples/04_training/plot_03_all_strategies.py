@@ -72,7 +72,7 @@ NAMES = style.text_labels(STRATEGIES)
 # marks the strategy's best rate on that task. A gap in a line is a rate where a seed diverged.
 
 # %%
-TASK_COLOURS = dict(zip(TASKS, ("0.15", "tab:blue"), strict=True))
+TASK_COLOURS = dict(zip(TASKS, ("0.15", "0.6"), strict=True))
 fig, axes = plt.subplots(2, 4, figsize=(7, 4.0), layout="constrained", sharex=True, sharey=True)
 for ax, n in zip(axes.flat, STRATEGIES, strict=True):
     for task in TASKS:
@@ -357,5 +357,6 @@ stored.checks_table(checks)
 # - Vaswani et al. 2017, arXiv:1706.03762 ($1/\sqrt{d_k}$); μP, Yang et al. 2022,
 #   arXiv:2203.03466 ($1/d$ and learning-rate transfer).
 # - Henry et al. 2020, arXiv:2010.04245 (QKNorm); Dehghani et al. 2023, arXiv:2302.05442
-#   (QK-LayerNorm in ViT-22B); Swin Transformer V2 (scaled cosine attention).
+#   (QK-LayerNorm in ViT-22B); Liu et al. 2022, Swin Transformer V2,
+#   arXiv:2111.09883 (scaled cosine attention).
 # - Raffel et al. 2020, arXiv:1910.10683 (T5: the scale folded into the initialisation).

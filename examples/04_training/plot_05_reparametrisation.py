@@ -296,14 +296,14 @@ for i, task in enumerate(tasks):
             y,
             xerr=[[10**point - 10**low], [10**high - 10**point]],
             fmt="o",
-            color=style.colours(["none"])["none"],
+            color="0.45",
             ms=5,
         )
         ax.plot(d_k**-0.25, y, "|", color="k", ms=12, mew=2)
         ax.annotate(f"$d_k = {d_k}$", (1.02, y), xycoords=("axes fraction", "data"), va="center")
 ax.axvline(1, color="0.5", lw=1, ls="--", label="no shift (only $W_v, W_o$ matter)")
 ax.plot([], [], "|", color="k", ms=12, mew=2, label="$d_k^{-1/4}$ (only $W_q, W_k$ matter)")
-ax.plot([], [], "o", color=style.colours(["none"])["none"], label="measured, near-best range")
+ax.plot([], [], "o", color="0.45", label="measured, near-best range")
 ax.set_xscale("log")
 ticks = [0.2, 0.3, 0.5, 0.7, 1.0, 1.4, 2.0]
 lo, hi = ax.get_xlim()
