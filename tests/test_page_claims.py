@@ -409,3 +409,14 @@ def test_watching_leads_are_the_episode_at_the_spike_and_robust_to_thresholds(
     ]
     # "a few measured steps": within two measurement intervals of each other
     assert max(medians) - min(medians) <= 2 * watching["EVERY"]
+
+
+def test_logit_growth_order_of_events_holds_for_every_threshold(
+    logit_growth: dict[str, Any],
+) -> None:
+    for (v, _, _), (spiked, first) in logit_growth["varied"].items():
+        assert spiked > 0
+        if v == "inverse_sqrt":
+            assert first > spiked / 2  # "most"
+        else:
+            assert first == 0  # "none"

@@ -325,8 +325,9 @@ Table(
 #   is what costs;
 # - where the matched variant is better, the scaled model's $W_q$ and $W_k$ learn too slowly at
 #   the one learning rate it shares with $W_v$ and $W_o$: a per-group learning rate, not the
-#   scale, is the fix; if the plain one is worse all the same, the sharp start costs more than
-#   the faster learning gains;
+#   scale, would be the fix (where global-norm gradient clipping rescales every group together,
+#   and a fused QKV projection has to be split to give $W_q, W_k$ a rate of their own); if the
+#   plain one is worse all the same, the sharp start costs more than the faster learning gains;
 # - where both tie, neither effect matters at this budget;
 # - where either is undecided, five seeds cannot say.
 #
