@@ -216,7 +216,13 @@ rows = []
 for q, lr in zip(arrays["quarters"], lrs, strict=True):
     g = experiments.final_loss_gap(arrays, int(q))
     e = experiments.speed_gap(arrays, int(q))
-    speed = "-" if e.seeds == 0 else f"{e.gap:+.1f} ({e.low:+.1f} to {e.high:+.1f}), {e.seeds}"
+    speed = (
+        "-"
+        if e.seeds == 0
+        else f"{e.gap:+.1f}, n = 1, no interval"
+        if e.seeds == 1
+        else f"{e.gap:+.1f} ({e.low:+.1f} to {e.high:+.1f}), n = {e.seeds}"
+    )
     rows.append(
         [
             f"{lr:.2g}",
@@ -233,7 +239,7 @@ Table(
         "final loss, scaled",
         "unscaled",
         "paired gap, % of the excess loss (95% t-interval)",
-        "epochs to floor, unscaled minus scaled (interval), seeds",
+        "epochs to floor, unscaled minus scaled (95% t-interval, n)",
     ],
     rows,
 )
