@@ -252,7 +252,12 @@ for label, rule in (
 # global Adam rate, so both multipliers' best rates are expected to drift with width whatever
 # μP says, and their drift cannot count for or against it. A test of μP needs a μP arm (all of
 # its rules) beside the standard parametrisation with $1/\sqrt{d_k}$; this site has not run
-# one. What the sweep does show: $1/\sqrt{d_k}$ and $1/d_k$ at three widths
+# one. It would also need another model: in this one every weight matrix is
+# width $\times$ width (the tokens themselves are $d_{\text{model}}$-dimensional), so μP's
+# Adam rule, a rate $\propto 1/\text{width}$ for hidden matrices, is one global rate
+# $\propto 1/\text{width}$ here, and the test would come down to the zero-initialised $W_q$
+# and the $1/d$ multiplier; μP's distinction between input, hidden and output layers needs
+# fixed-size inputs and outputs around a hidden width. What the sweep does show: $1/\sqrt{d_k}$ and $1/d_k$ at three widths
 # ($d_k = d_{\text{model}}$) on the retrieval task, same budget and metric, each best rate at
 # the grid's resolution with its near-best range, and the last-window loss, which says whether
 # the task was learned at that width at all.
