@@ -13,8 +13,9 @@ import math
 
 import matplotlib.pyplot as plt
 import numpy as np
+import torch
 
-from attnscale import plot_seed_bands
+from attnscale import SimpleAttentionModel, plot_seed_bands
 from attnscale._docs import experiments, factcheck, stored, style
 from attnscale._docs.figures import one_legend
 from attnscale._docs.tables import Table
@@ -312,8 +313,19 @@ Table(
 # of [where scaling matters](plot_02_where_scaling_matters.md).
 
 # %%
-d_k = full.budget["d_k"]
+d_k, d_model = full.budget["d_k"], full.budget["d_model"]
 print(f"unscaled logit spread at initialisation, about √d_k/3 = {math.sqrt(d_k) / 3:.2f}")
+for name in VARIANTS:  # each variant's logit spread at initialisation, on fresh models and tokens
+    spreads = []
+    for seed in range(floors.size):
+        torch.manual_seed(seed)
+        model = SimpleAttentionModel(d_model, d_k, strategy=name)
+        with torch.no_grad():
+            logits = model(torch.randn(64, 8, d_model), need_logits=True).logits
+        spreads.append(float(logits.std(-1).mean()))
+    print(
+        f"measured, {NAMES[name]}: {np.mean(spreads):.2f} (mean within-row std, {len(spreads)} models)"
+    )
 
 # %%
 # ## Checked at every build

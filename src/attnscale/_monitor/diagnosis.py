@@ -464,8 +464,9 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
                 f"{s.max_abs_logit:.3g}, and {100 * s.saturated_fraction:.3g}% of the rows "
                 f"with two or more keys have a max probability above {th['saturation']}. "
                 f"The softmax is in its collapse region: saturated rows pass almost no "
-                f"gradient, and small input changes flip the chosen key. Check the scale, "
-                f"add QK-LayerNorm or a logit soft-cap, or lower the learning rate. "
+                f"gradient, and small input changes flip the chosen key. Check the scale; if "
+                f"the loss is unstable too, add QK-LayerNorm or a logit soft-cap, or lower the "
+                f"learning rate. "
                 f"{_link('large-logits')}",
             )
         )
@@ -495,8 +496,9 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
                 f"head (mean over heads {s.normalized_entropy:.3g}; mean max probability "
                 f"{s.max_probability:.3g}): rows are near one-hot. Entropy collapse goes with "
                 f"unstable training (Zhai et al. 2023, arXiv:2303.06296) unless the task "
-                f"really wants one-hot attention. Lower the learning rate, add QK-LayerNorm "
-                f"or σReparam, and check the scale. {_link('entropy-collapse')}",
+                f"really wants one-hot attention. Check the scale; if the loss is unstable "
+                f"too, lower the learning rate, or add QK-LayerNorm or σReparam. "
+                f"{_link('entropy-collapse')}",
             )
         )
     return out
