@@ -35,7 +35,7 @@ def test_the_t_interval_covers_and_the_percentile_bootstrap_does_not(n):
     idx = rng.integers(0, n, (1000, n))
     boot = samples[:, idx].mean(-1)  # (samples, draws)
     low, high = np.percentile(boot, [2.5, 97.5], axis=1)
-    boot_cover = np.mean((low <= 0) & (0 <= high))
+    boot_cover = np.mean((low <= 0) & (high >= 0))
     assert abs(t_cover - 0.95) < 0.015
     assert boot_cover < 0.90
 

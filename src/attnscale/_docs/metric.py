@@ -33,6 +33,7 @@ __all__ = [
     "SMALLEST_EFFECT",
     "SOLVED",
     "Standing",
+    "fresh_gaps",
     "initial_loss",
     "metric",
     "rose_tenfold",
@@ -83,14 +84,14 @@ def rose_tenfold(curve_loss: np.ndarray, initial: float) -> np.ndarray:
         loss = np.maximum(curve_loss, SOLVED * initial)
         lowest = np.minimum.accumulate(np.nan_to_num(loss, nan=np.inf), axis=-1)
         rise = (loss[..., 1:] > 10 * lowest[..., :-1]).any(-1)
-    return rise | ~np.isfinite(curve_loss).all(-1)
+    return np.asarray(rise | ~np.isfinite(curve_loss).all(-1))
 
 
 def stable_points(curve_loss: np.ndarray, initial: float) -> np.ndarray:
     """Grid points ``(points,)`` of one variant's ``(points, seeds, windows)`` curves at which
     every seed ran and none diverged or rose tenfold."""
     run = ~np.isnan(curve_loss).all(-1).any(-1)
-    return run & ~rose_tenfold(curve_loss, initial).any(-1)
+    return np.asarray(run & ~rose_tenfold(curve_loss, initial).any(-1))
 
 
 def steps_to_solved(curve_loss: np.ndarray, window: int, initial: float) -> np.ndarray:
@@ -151,3 +152,15 @@ def standing(curve_loss: np.ndarray, log_lrs: np.ndarray, initial: float) -> Sta
     cliff = i + 1 >= len(ok) or not ok[i + 1]
     rose = int(rose_tenfold(curve_loss[i], initial).sum())
     return Standing(b, low, high, bool(cliff), rose)
+
+
+def fresh_gaps(
+    arrays: dict[str, np.ndarray], initial: float, reference: str
+) -> dict[str, intervals.Gap]:
+    """On a part of the ``fresh_seeds`` study: each variant's metric minus ``reference``'s,
+    seed by seed, with its t-interval; ``initial`` is the loss the metric is relative to (the
+    sweep part's, so that both pages score the same way)."""
+    values = metric(arrays["curve_loss"], initial)  # (variants, seeds)
+    names = [str(v) for v in arrays["variants"]]
+    ref = values[names.index(reference)]
+    return {n: intervals.paired_gap(ref, values[i]) for i, n in enumerate(names) if n != reference}

@@ -116,6 +116,11 @@ def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[s
     return checks
 
 
+#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] for a fingerprint rerun on
+#: another arithmetic: the sweeps' own (the same models and settings). Measured with ``python -m
+#: attnscale._docs.stored spread fresh_seeds`` on an Intel Xeon with AVX-512, 2026-12-05: the
+#: worst plain arithmetic moved 0.033 of the tolerance (a gradient-norm curve under
+#: MKL_CBWR=COMPATIBLE), the planted change (every Adam step 1% larger) 12 times it.
 TOLERANCES: stored.Tolerances = {
     "*/curve_*": stored.Tolerance(5e-3, 1e-8, first=16),
     "*/train_loss": stored.Tolerance(0.0, first=0),
