@@ -8,8 +8,8 @@ percentile bootstrap, used here before, covers about 84% at n = 5 and 76% at n =
 
 A best learning rate is known only to its grid's resolution: [best][] gives the grid point and the
 *near-best range*, the grid points whose metric the seeds do not tell apart from the best one's.
-Kept apart from the experiments' code (``studies``), whose hash decides whether a stored run is
-current: analysing a run must not invalidate it.
+Part of the code hash of ``fresh_seeds``, which picks its rates with [best][]: a change here needs
+``python -m attnscale._docs.stored confirm fresh_seeds``.
 """
 
 from __future__ import annotations
@@ -112,7 +112,6 @@ class Best(NamedTuple):
     log_lr: float  # log10 of its rate
     near_low: float  # log10 rates of the near-best range: the grid points the seeds do not
     near_high: float  # tell apart from the best (their paired t-interval reaches 0)
-    step: float  # the grid's resolution, in log10 of the rate
     value: Gap  # the metric at the best point, over seeds
     at_end: bool  # the best point is the first or the last point run
 
@@ -128,7 +127,7 @@ def best(values: np.ndarray, log_lrs: np.ndarray) -> Best:
     run = np.flatnonzero(~np.isnan(mean))
     if run.size == 0:
         nan = math.nan
-        return Best(-1, nan, nan, nan, nan, Gap(nan, nan, nan, 0), False)
+        return Best(-1, nan, nan, nan, Gap(nan, nan, nan, 0), False)
     i = int(run[np.argmin(mean[run])])
 
     def near(j: int) -> bool:
@@ -141,10 +140,9 @@ def best(values: np.ndarray, log_lrs: np.ndarray) -> Best:
         lo -= 1
     while hi + 1 < len(mean) and near(hi + 1):
         hi += 1
-    step = float(log_lrs[1] - log_lrs[0]) if len(log_lrs) > 1 else math.nan
     at_end = bool(i in (run[0], run[-1]))
     value = mean_interval(values[i])
-    return Best(i, float(log_lrs[i]), float(log_lrs[lo]), float(log_lrs[hi]), step, value, at_end)
+    return Best(i, float(log_lrs[i]), float(log_lrs[lo]), float(log_lrs[hi]), value, at_end)
 
 
 def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:

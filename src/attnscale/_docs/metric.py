@@ -14,10 +14,11 @@ tenfold* (a window ten times above the lowest window before it: a late blow-up t
 away), and each variant's *stable range*, the learning rates at which no seed diverged or rose
 tenfold.
 
-Kept apart from the experiments' code (``studies``), whose hash decides whether a stored run is
-current. The sweeps themselves widen their grids by an older criterion (``studies._sweep.metric``,
-the same area clipped at an absolute $10^{-8}$); ``at_end`` on the pages flags a best rate that
-sits at an end of the grid under today's metric.
+The study ``fresh_seeds`` picks its learning rates with this metric, so this module is part of
+its code hash (a change here needs ``python -m attnscale._docs.stored confirm fresh_seeds``). The
+sweeps themselves widen their grids by an older criterion (``studies._sweep.metric``, the same
+area clipped at an absolute $10^{-8}$); ``at_end`` on the pages flags a best rate that sits at an
+end of the grid under today's metric.
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ __all__ = [
     "rose_tenfold",
     "stable_points",
     "standing",
-    "steps_to_solved",
     "sweep_metric",
 ]
 
@@ -92,14 +92,6 @@ def stable_points(curve_loss: np.ndarray, initial: float) -> np.ndarray:
     every seed ran and none diverged or rose tenfold."""
     run = ~np.isnan(curve_loss).all(-1).any(-1)
     return np.asarray(run & ~rose_tenfold(curve_loss, initial).any(-1))
-
-
-def steps_to_solved(curve_loss: np.ndarray, window: int, initial: float) -> np.ndarray:
-    """Steps until the first window below ``SOLVED * initial`` (the window's last step);
-    NaN for a run that never gets there."""
-    below = curve_loss < SOLVED * initial
-    first = (below.argmax(-1) + 1.0) * window
-    return np.where(below.any(-1), first, np.nan)
 
 
 def sweep_metric(arrays: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, list[str]]:

@@ -653,7 +653,9 @@ def close(what: str, stored: float, live: float, *, rtol: float, atol: float = 0
         and abs(live - stored) <= atol + rtol * abs(stored)
     )
     parts = [f"{100 * rtol:.2g}%" if rtol else "", f"{atol:g}" if atol else ""]
-    bound = "within " + " + ".join(p for p in parts if p) + " of stored"
+    bound = (
+        "within " + " + ".join(p for p in parts if p) + " of stored" if rtol or atol else "equal"
+    )
     return Check(what, f"{stored:.4g}", f"{live:.4g}", bound, bool(ok))
 
 
