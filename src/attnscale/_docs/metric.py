@@ -116,11 +116,11 @@ class Standing(NamedTuple):
         return self.best.at_end or self.cliff
 
     def rates(self) -> str:
-        """``"0.0032 (near-best 0.0032 to 0.0056)"``: the best grid rate and the rates the seeds
-        do not tell apart from it."""
+        """``"0.0032 (0.0032 to 0.0056)"``: the best grid rate and the near-best range, the
+        rates the seeds do not tell apart from it; ``", provisional"`` added where it is."""
         b = self.best
         near = f"{10**b.near_low:.2g} to {10**b.near_high:.2g}"
-        return f"{10**b.log_lr:.2g} (near-best {near})" + (", provisional" * self.provisional)
+        return f"{10**b.log_lr:.2g} ({near})" + (", provisional" * self.provisional)
 
     def stable(self) -> str:
         """The stable range as ``"0.001 to 0.01"``, or ``"none"``."""
