@@ -180,7 +180,7 @@ print(
 # Common parts of a real training setup break it, and none of them is in the runs above:
 #
 # - **Gradient clipping by global norm** computes one norm over every parameter. The unscaled
-#   model's $W_q$, $W_k$ gradients are $1/c$ times larger, so its global norm differs, the clip
+#   model's $W_q$, $W_k$ gradients are $1/c$ times larger, so its global norm differs, clipping
 #   fires at other steps and rescales every group's gradient ($W_v$, $W_o$ and the rest too) by
 #   another factor. Clipping couples all parameters; no setting on $W_q$, $W_k$ undoes that.
 # - **Mixed precision** rounds the two models differently: their weights and gradients sit at
