@@ -5,7 +5,8 @@ A task that needs uniform attention (the mean of the sequence) and a task that n
 attention (reconstruction of each token) pull the attention temperature in opposite
 directions. We train every score-scaling strategy of the library on both, over five seeds and
 seventeen learning rates from $10^{-4}$ to $1$, and rank them by one metric declared in
-advance, each at its own best learning rate. Then we look at how the best learning rate of
+advance, each at its own best learning rate, which is then trained again on ten fresh seeds
+for the verdicts. Then we look at how the best learning rate of
 $1/\sqrt{d_k}$ and of $1/d_k$ moves as the model widens, and why that alone cannot test μP.
 """
 
