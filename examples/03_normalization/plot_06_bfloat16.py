@@ -165,6 +165,8 @@ for label, column in (
         cells = "".join(f"{column(name, k):>12.1e}" for name in exact_logits)
         extra = f"{first_order[k]:>13.1e}" if label.startswith("mean") else ""
         print(f"{sigma:>6g}" + cells + extra)
+
+# %%
 print(f"Q and K in bf16 (d_k = {D_K}), attention mass moved per row, mean over rows:")
 print(f"{'sigma':>6}{'fused':>12}{'eager bf16':>12}{'eager / fused':>15}")
 for k, sigma in enumerate(SIGMAS):
@@ -255,7 +257,8 @@ print(
     f"at sigma {SIGMAS[marked[-1]]:g}, the exact-logit ratio is {overstated:.0f} times "
     "the bf16-input ratio"
 )
-print()
+
+# %%
 print(
     "first order / eager bf16, mean mass moved, at each sigma:\n  "
     + ", ".join(
