@@ -126,9 +126,11 @@ def test_unknown_scale_gives_no_scale_finding() -> None:
 def test_large_logits_and_entropy_collapse_severities() -> None:
     big = THRESHOLDS["large_logit_std"]
     assert diagnose("a", _stats(logit_std=0.9 * big), THRESHOLDS) == []
-    warn = diagnose("a", _stats(logit_std=1.1 * big), THRESHOLDS)
+    warn = diagnose("a", _stats(logit_std=1.1 * big, saturated_fraction=0.01), THRESHOLDS)
     assert _codes(warn) == {"large-logits": "warning"}
-    err = diagnose("a", _stats(logit_std=4.1 * big), THRESHOLDS)
+    # a wide spread where no row saturates (a mask read as logits) is not called large
+    assert diagnose("a", _stats(logit_std=4.1 * big, saturated_fraction=0.0), THRESHOLDS) == []
+    err = diagnose("a", _stats(logit_std=4.1 * big, saturated_fraction=0.01), THRESHOLDS)
     assert _codes(err) == {"large-logits": "error"}
     sat = diagnose("a", _stats(saturated_fraction=0.2), THRESHOLDS)
     assert _codes(sat) == {"large-logits": "warning"}

@@ -38,7 +38,9 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -116,7 +118,8 @@ class Capture(TorchFunctionMode):
         self._root_ids = {id(m) for m in self.models}
         self.records: dict[tuple[str, str], AttentionRecord] = {}
         self.errors: collections.Counter[tuple[str, str]] = collections.Counter()  # and count
-        self.ordinals: collections.Counter[tuple[str, str]] = collections.Counter()
+        # per (module, kind): the code locations of its attention calls, in the order first met
+        self.places: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
         self.unmatched_softmax = 0
         self.compiled: collections.Counter[str] = collections.Counter()  # calls per site
         self.active = False
@@ -213,10 +216,14 @@ class Capture(TorchFunctionMode):
         self.compiled[where or type(inner).__name__] += 1
 
     def _site(self, kind: str, where: str) -> AttentionRecord:
+        """The record of the site running now: its module, and where in the code the call
+        is, so that a line called again (a loop over windows, ``generate()`` inside a forward)
+        is one site whose calls are counted, whatever the input. A module with attention at
+        two places in its code has sites ``where`` and ``where#1``, in the order first met."""
         ordinal = 0
         if REGISTRY.stack:  # calls outside any module all belong to one site per kind
-            ordinal = self.ordinals[(where, kind)]
-            self.ordinals[(where, kind)] += 1
+            places = self.places.setdefault((where, kind), {})
+            ordinal = places.setdefault(_code_location(), len(places))
         key = (where if ordinal == 0 else f"{where}#{ordinal}", kind)
         if key not in self.records:
             self.records[key] = AttentionRecord(where=key[0], kind=kind)
@@ -226,18 +233,14 @@ class Capture(TorchFunctionMode):
         if isinstance(t, nn.Parameter) or isinstance(t._base, nn.Parameter):
             return True
         roots = self.models or REGISTRY.stack[:1]
-        try:
-            ptr = t.untyped_storage().data_ptr()
-        except (RuntimeError, NotImplementedError):
+        ptr = _storage(t)
+        if ptr is None:
             return False
         for root in roots:
             ptrs = self._param_ptrs.get(id(root))
             if ptrs is None:
-                ptrs = {
-                    p.untyped_storage().data_ptr()
-                    for p in (*root.parameters(), *root.buffers())
-                    if p.numel() and p.device.type != "meta"
-                }
+                found = (_storage(p) for p in (*root.parameters(), *root.buffers()))
+                ptrs = {p for p in found if p is not None}
                 self._param_ptrs[id(root)] = ptrs
             if ptr in ptrs:
                 return True
@@ -398,10 +401,11 @@ class Capture(TorchFunctionMode):
                 self.unmatched_softmax += 1  # logits of the same shape, not attention
                 return
         self.size_sample(x.shape)
+        scores = _unshifted(x, lin)
         q_rows, k_rows = product.q_rows, product.k_rows
         assert q_rows is not None and k_rows is not None
         mask = sink = full_mask = None
-        if lin is not None and lin.mask is not None and lin.mask.shape == x.shape:
+        if lin is not None and lin.mask is not None and lin.mask.shape == scores.shape:
             full_mask = lin.mask
             mask = self.sample(full_mask, x.dim() - 2)
         if lin is not None and lin.sink is not None and lin.sink.shape == x.shape[-1:]:
@@ -410,7 +414,7 @@ class Capture(TorchFunctionMode):
         stats = self.record(
             ("softmax(QK^T)", where),
             path="softmax",
-            logits=self.sample(x, x.dim() - 2).float(),
+            logits=self.sample(scores, x.dim() - 2).float(),
             mask=mask,
             sink=sink,
             shape=tuple(x.shape),
@@ -425,8 +429,8 @@ class Capture(TorchFunctionMode):
             q_rows=unscaled(self.sample(q_rows, q_rows.dim() - 2), product.q_prescale),
             k_rows=unscaled(self.sample(k_rows), product.k_prescale),
             heads=lambda: head_stats_of_logits(
-                x,
-                masked=_masked(x, full_mask, sink, self.mask_value),
+                scores,
+                masked=_masked(scores, full_mask, sink, self.mask_value),
                 raw=product.out,
                 # the model's weights, where they are the softmax over the keys alone
                 probs=out if weights and sink is None else None,
@@ -635,6 +639,29 @@ class Capture(TorchFunctionMode):
         self._guarded(where, "multihead_attention", run)
 
 
+_NOT_USER_CODE = (str(Path(torch.__file__).parent), str(Path(__file__).parent))
+
+
+def _code_location() -> tuple[str, int]:
+    """The file and line of the innermost caller outside torch and the monitor: the model
+    code's line that made the attention call running now."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_NOT_USER_CODE):
+        frame = frame.f_back
+    return frame.f_code.co_filename, frame.f_lineno
+
+
+def _storage(t: torch.Tensor) -> int | None:
+    """Where a tensor's data lives; None for one without plain storage (sparse, meta, empty,
+    a tensor subclass): whatever a model holds, the check must not fail on it."""
+    if t.layout != torch.strided or not t.numel() or t.device.type == "meta":
+        return None
+    try:
+        return int(t.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return None
+
+
 _Operands = tuple[torch.Tensor, torch.Tensor, int, float, torch.Tensor, torch.Tensor]
 
 
@@ -677,6 +704,17 @@ def _masked(
     ``mask_value`` where there is none) or a sink column, as in the sampled statistics."""
     masked = x <= mask_value if mask is None else mask
     return masked if sink is None else masked | sink
+
+
+def _unshifted(x: torch.Tensor, lin: Lineage | None) -> torch.Tensor:
+    """The scores before a per-row shift the code took off them (a stable softmax written by
+    hand): the softmax is the same, and the statistics are about the scores."""
+    if lin is None or lin.row_shift is None:
+        return x
+    try:
+        return x.detach() + lin.row_shift.to(x.dtype)
+    except RuntimeError:  # shapes that no longer line up: the shifted scores
+        return x
 
 
 def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:

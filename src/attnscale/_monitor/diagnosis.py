@@ -360,20 +360,29 @@ def diagnose(
 
 
 def _nonfinite_findings(where: str, s: AttentionStats) -> list[Finding]:
-    if not (s.nonfinite_logits or s.nonfinite_outputs):
+    if not (s.nonfinite_logits or s.nonfinite_outputs or s.nonfinite_inputs):
         return []
-    return [
-        Finding(
-            "non-finite",
-            "error",
-            where,
-            f"Measured {s.nonfinite_logits} NaN or +inf logits, and {s.nonfinite_outputs} "
-            f"query rows with a valid key whose attention output is not finite "
-            f"({s.dtype}). NaN spreads to every output and gradient it touches. Look for "
-            f"overflow of QKᵀ in half precision or exploding activations; scale q before "
-            f"the product, or compute the scores in float32. {_link('non-finite')}",
+    if s.nonfinite_inputs:
+        what = (
+            f"Measured {s.nonfinite_inputs} NaN or infinite entries in q and k (sampled rows), "
+            f"before the product: the attention did not make them, something before it did. "
+            f"Find the first layer whose input is not finite (the model's input, an embedding, "
+            f"a division by zero, diverged weights)."
         )
-    ]
+    else:
+        cause = (
+            "overflow of QKᵀ in half precision or exploding activations; scale q before the "
+            "product, or compute the scores in float32"
+            if s.dtype in ("float16", "bfloat16")
+            else f"exploding activations or diverged weights ({s.dtype} overflows only near "
+            f"3e38), or a division by zero on the way to the scores"
+        )
+        what = (
+            f"Measured {s.nonfinite_logits} NaN or +inf logits, and {s.nonfinite_outputs} "
+            f"query rows with a valid key whose attention output is not finite ({s.dtype}). "
+            f"NaN spreads to every output and gradient it touches. Look for {cause}."
+        )
+    return [Finding("non-finite", "error", where, f"{what} {_link('non-finite')}")]
 
 
 def _mask_findings(where: str, s: AttentionStats, th: Mapping[str, float]) -> list[Finding]:
@@ -445,13 +454,15 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
     out = []
     big, sat = th["large_logit_std"], th["saturated_fraction"]
     peak, head = _peak_head(s)
-    spread = math.isfinite(s.logit_std) and (s.logit_std > big or s.saturated_fraction > sat)
+    # a wide spread with no saturated row is no collapse (a mask read as logits, say)
+    wide = s.logit_std > big and s.saturated_fraction > 0
+    spread = math.isfinite(s.logit_std) and (wide or s.saturated_fraction > sat)
     if spread or peak > th["max_logit"]:
         severe = spread and (s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9))
         per_head = (
             f"the largest logit of head {head} over every query row is {peak:.3g} "
             f"(threshold max_logit {th['max_logit']:.3g}; QK-Clip would scale this head's "
-            f"logits by {min(1.0, th['max_logit'] / peak):.3g}), "
+            f"logits by {min(1.0, th['max_logit'] / peak) if peak > 0 else 1.0:.3g}), "
             if head is not None
             else ""
         )

@@ -100,9 +100,6 @@ class Registry:
             # BaseException (e.g. KeyboardInterrupt) ended, which torch's always-called hooks
             # do not see; drop it and what ran inside it
             del self.stack[self.stack.index(module) :]
-        if not self.stack:
-            for c in self.captures:
-                c.ordinals.clear()
         for c in self.captures:
             c.on_model_call(module, self.stack)
         if isinstance(getattr(module, "_orig_mod", None), nn.Module):  # torch.compile's wrapper

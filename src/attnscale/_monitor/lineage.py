@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,6 +54,9 @@ SAME = {
         "swapaxes",
         "view_as",
         "reshape_as",
+        "gather",
+        "index_select",
+        "take_along_dim",
     )
 } | {
     torch.transpose,
@@ -62,6 +66,9 @@ SAME = {
     torch.squeeze,
     torch.unsqueeze,
     torch.repeat_interleave,
+    torch.gather,  # values picked by an index (Reformer's buckets): the factor stays
+    torch.index_select,
+    torch.take_along_dim,
     _TB.mT.__get__,  # type: ignore[attr-defined]
     _TB.T.__get__,  # type: ignore[attr-defined]
 }
@@ -131,15 +138,20 @@ class Lineage:
     head_factor: torch.Tensor | None = None
     learned: bool = False  # a factor met so far is computed from a parameter (a temperature)
     sink: torch.Tensor | None = None  # (k_len,) bool: key columns joined in as attention sinks
+    # a per-row constant taken off the scores (``s - s.amax(-1, keepdim=True)``, a stable
+    # softmax by hand): the softmax is the same, the statistics read ``scores + row_shift``
+    row_shift: torch.Tensor | None = None
 
     def times(self, s: float) -> Lineage:
         return dataclasses.replace(self, factor=self.factor * s)
 
 
 def is_scalar(x: object) -> bool:
-    if isinstance(x, bool):
+    """A number: Python's, NumPy's (``np.sqrt(head_size)`` is a ``np.float64``, and a
+    ``np.float32`` is no ``float``), or a 0-d floating tensor."""
+    if isinstance(x, bool) or type(x).__name__ == "bool_":
         return False
-    if isinstance(x, (int, float)):
+    if isinstance(x, numbers.Real):
         return True
     return isinstance(x, torch.Tensor) and x.dim() == 0 and x.is_floating_point()
 
@@ -224,6 +236,31 @@ def _with_mask(lin: Lineage, positions: torch.Tensor | None, out: torch.Tensor) 
     except RuntimeError:  # shapes that do not line up: no mask information
         return dataclasses.replace(lin, mask=None)
     return dataclasses.replace(lin, mask=masks[0] if len(masks) == 1 else masks[0] | masks[1])
+
+
+def _row_shift(
+    func: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    base: torch.Tensor,
+    lin: Lineage,
+) -> Lineage | None:
+    """``lin`` with a per-row constant added to or taken off ``base`` (one value per query
+    row, broadcast over the keys) recorded as a shift; None for anything else."""
+    if func not in PLUS and func not in MINUS:
+        return None
+    other = next(
+        (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
+        None,
+    )
+    first = arg(args, kwargs, 0, "input")
+    if other is None or first is not base or base.dim() < 2 or base.shape[-1] < 2:
+        return None
+    if other.dim() < 2 or other.shape[-1] != 1 or other.shape[-2] != base.shape[-2]:
+        return None
+    taken = other.detach() if func in MINUS else -other.detach()
+    total = taken if lin.row_shift is None else lin.row_shift + taken
+    return dataclasses.replace(lin, row_shift=total)
 
 
 class Lineages:
@@ -340,6 +377,9 @@ class Lineages:
         assert lin is not None
         if lin.product is None:  # q or k on its way to a product (RoPE's sum): no mask yet
             return lin
+        shifted = _row_shift(func, args, kwargs, base, lin)
+        if shifted is not None:
+            return shifted
         return _with_mask(lin, self._mask_of(func, args, kwargs, base), out)
 
     def _moved(
@@ -365,6 +405,8 @@ class Lineages:
             lin = dataclasses.replace(lin, head_factor=None)
         if lin.sink is not None and out.shape[-1:] != first.shape[-1:]:
             lin = dataclasses.replace(lin, sink=None)
+        if lin.row_shift is not None and (func not in KEEPS_MASK or out.shape != first.shape):
+            lin = dataclasses.replace(lin, row_shift=None)
         return lin
 
     def _joined(self, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Lineage | None:
@@ -374,8 +416,12 @@ class Lineages:
             return None
         lins = [self.of(t) for t in parts]
         first = next((x for x in lins if x is not None and x.product is not None), None)
-        if first is None:
-            return None
+        if first is None:  # q or k joined from parts scaled alike (Reformer's adjacent chunks)
+            one = lins[0]
+            alike = one is not None and all(
+                x is not None and x.head_factor is None and x.factor == one.factor for x in lins
+            )
+            return one if alike else None
         if dim % out.dim() != out.dim() - 1:  # blocks of rows or batch: all must be scores
             return first if all(x is not None for x in lins) else None
         masks, sinks = [], []
@@ -429,7 +475,8 @@ class Lineages:
             low_positions = t == low
             if not bool(torch.count_nonzero(t.masked_fill(low_positions, 0))):
                 return low_positions
-        return t <= self.mask_value
+        level = _mask_level(t)
+        return t <= self.mask_value if level is None else t <= max(level, self.mask_value)
 
     def _mask_of(
         self,
@@ -457,6 +504,31 @@ class Lineages:
         if other is None or not other.is_floating_point() or not other.numel():
             return None
         return self.additive_mask(other if func in PLUS else -other)
+
+
+def _mask_level(t: torch.Tensor) -> float | None:
+    """The level below which a bias with a mask folded in is the mask, or None.
+
+    A position bias plus a finite mask (Swin's shifted windows: a relative position bias plus
+    -100, passed as one tensor) takes values in two groups: the bias's, and the mask value plus
+    the bias's. The mask is the lower group where the gap between the two is wider than four
+    times the upper group's whole range; a bias alone (ALiBi, T5's buckets) has no such gap.
+    """
+    if not t.is_floating_point() or t.numel() < 2:
+        return None
+    flat = t.detach().reshape(-1)
+    flat = flat[:: max(1, flat.numel() // 65536)].float()  # the gap shows in a strided subset
+    flat = flat[torch.isfinite(flat)]
+    if flat.numel() < 2:
+        return None
+    ordered = flat.sort().values
+    gaps = ordered.diff()
+    i = int(gaps.argmax())
+    lower_top, upper_low, upper_top = (float(ordered[j]) for j in (i, i + 1, -1))
+    gap = upper_low - lower_top
+    if lower_top >= 0 or gap <= 4 * (upper_top - upper_low):
+        return None
+    return lower_top + gap / 2
 
 
 def einsum_operands(args: tuple[Any, ...]) -> tuple[str, list[Any]] | None:

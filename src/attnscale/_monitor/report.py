@@ -107,7 +107,9 @@ class AttentionStats:
 
     ``nonfinite_logits`` counts NaN and $+\infty$ logits; ``nonfinite_outputs``
     counts query rows with at least one valid key whose attention weights (or
-    output, for SDPA) hold a non-finite value. Rows with no valid key are
+    output, for SDPA) hold a non-finite value; ``nonfinite_inputs`` counts NaN and infinite
+    entries of the sampled q and k, which come from before the attention. Rows with no valid
+    key (every key masked) are
     ``masked_rows``, of which ``masked_rows_nonfinite`` have a non-finite
     output; ``first_masked_row`` is the index of the first of them (batch,
     head, query row).
@@ -152,6 +154,7 @@ class AttentionStats:
     qk_norm_cv: float | None = None
     logit_bound: float | None = None
     keys: int | None = None
+    nonfinite_inputs: int = 0
     heads: dict[str, list[float | None]] | None = None
     run_step: int = 0
 

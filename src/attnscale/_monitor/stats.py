@@ -53,6 +53,8 @@ def logit_stats(
     centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
     out = _spread(centred, top, invalid, count) | _probabilities(centred, count, saturation)
     empty = count == 0  # (..., rows): no valid key at all
+    if finite is not None:  # a row of NaN has no valid key either, but no mask made it so
+        empty &= ~(~finite & ~masked).any(-1)
     # a row's output is bad when it has a non-finite value; without the model's own
     # output, the softmax of the logits stands in for it, which is finite if they are
     if outputs is not None:
@@ -254,10 +256,17 @@ def qk_spreads(
     q·k sums over; otherwise only the standard deviations are known. ``qk_norm_cv`` is the
     larger of the two coefficients of variation of the row norms (0 when q and k are
     normalised per head); ``logit_bound`` is scale x max |q| x max |k|, which no logit can
-    exceed. Rows holding a non-finite entry are left out. Two passes per tensor, a sum and
+    exceed. Rows holding a non-finite entry are left out; ``nonfinite_inputs`` counts the
+    NaN and infinite entries of q and k. Two passes per tensor, a sum and
     a sum of squares per row; the rest is arithmetic on one value per row.
     """
-    out: dict[str, Any] = {"q_std": None, "k_std": None, "qk_norm_cv": None, "logit_bound": None}
+    out: dict[str, Any] = {
+        "q_std": None,
+        "k_std": None,
+        "qk_norm_cv": None,
+        "logit_bound": None,
+        "nonfinite_inputs": 0,
+    }
     norm_cv, norm_max = [], []
     for name, t in (("q_std", q), ("k_std", k)):
         if t is None or t.dim() == 0 or t.numel() == 0:
@@ -268,6 +277,7 @@ def qk_spreads(
         ok = torch.isfinite(sq + total)
         if not bool(ok.all()):
             sq, total = sq[ok], total[ok]
+            out["nonfinite_inputs"] += int((~torch.isfinite(f)).sum())
         n = sq.numel() * f.shape[-1]
         if n >= 2:
             mean = float(total.sum()) / n

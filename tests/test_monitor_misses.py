@@ -1,0 +1,228 @@
+"""Classes of code the monitor used to misread (issue 42's list), one test each.
+
+Each test failed on the code before its fix. Where the class comes from code others wrote
+(Reformer, GPT-2 in ``transformers``), that code is what runs; the other cases are small
+modules written the way the outside code that showed the class writes attention.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from attnscale import AttentionMonitor, MonitorReport
+
+D, HEADS = 32, 4
+
+
+def _report(model: nn.Module, *inputs: Any, **monitor: Any) -> MonitorReport:
+    with torch.no_grad(), AttentionMonitor(model, **monitor) as mon:
+        model(*inputs)
+    return mon.report()
+
+
+def _codes(report: MonitorReport) -> set[str]:
+    return {f.code for f in report.findings if f.severity != "info"}
+
+
+class _Heads(nn.Module):
+    """A fused qkv projection split into (batch, heads, rows, head_dim)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(D, 3 * D)
+
+    def split(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, HEADS, D // HEADS).permute(2, 0, 3, 1, 4)
+        return q, k, v
+
+    @staticmethod
+    def merge(o: torch.Tensor) -> torch.Tensor:
+        return o.transpose(1, 2).flatten(2)
+
+
+# --- 1. a bias and a finite mask passed to SDPA as one tensor ---------------------------------
+
+
+class _ShiftedWindows(_Heads):
+    """Swin's shifted-window attention on the fused path: a relative position bias plus the
+    window mask of -100, added into one ``attn_mask``."""
+
+    def __init__(self, n: int) -> None:
+        super().__init__()
+        self.bias = nn.Parameter(2 * torch.randn(HEADS, n, n))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(x)
+        return self.merge(F.scaled_dot_product_attention(q, k, v, attn_mask=self.bias + mask))
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+def test_a_finite_mask_inside_a_bias_is_read_as_a_mask(all_rows: bool) -> None:
+    torch.manual_seed(0)
+    n = 16
+    mask = torch.zeros(4, 1, n, n)  # windows 1..3 hold two regions that must not mix
+    mask[1:, :, : n // 2, n // 2 :] = mask[1:, :, n // 2 :, : n // 2] = -100.0
+    report = _report(_ShiftedWindows(n), torch.randn(4, n, D), mask, all_rows=all_rows)
+    assert _codes(report) == set(), report
+    stats = report.records[0].last
+    assert stats.max_abs_logit < 50  # the bias's size, not the mask's
+    assert stats.masked_fraction > 0.2  # half of the sampled windows hold masked halves
+
+
+# --- 3. keys normalised, then divided by a NumPy square root (Reformer) ----------------------
+
+
+@pytest.mark.parametrize("layers", [["local"], ["lsh"]])
+def test_reformer_scale_is_read_through_its_normalisation(layers: list[str]) -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.ReformerConfig(
+        vocab_size=100,
+        hidden_size=64,
+        num_attention_heads=2,
+        attention_head_size=32,
+        attn_layers=layers,
+        feed_forward_size=64,
+        axial_pos_embds=False,
+        max_position_embeddings=64,
+        local_attn_chunk_length=8,
+        lsh_attn_chunk_length=8,
+        num_buckets=4,
+        is_decoder=True,
+    )
+    model = transformers.ReformerModel(config).eval()
+    report = _report(model, torch.randint(0, 100, (2, 32)))
+    assert "scale-mismatch" not in _codes(report), report
+    (record,) = report.records
+    assert record.last.scale_source == "traced"
+    assert record.last.scale_ratio == pytest.approx(1.0, rel=1e-6)
+
+
+def test_a_numpy_float32_factor_is_a_scale() -> None:
+    np = pytest.importorskip("numpy")
+
+    class NumpyScale(_Heads):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.split(x)
+            s = (q / np.float32(math.sqrt(D // HEADS))) @ k.transpose(-2, -1)
+            return self.merge(s.softmax(-1) @ v)
+
+    report = _report(NumpyScale(), torch.randn(2, 8, D))
+    assert report.records[0].last.scale_ratio == pytest.approx(1.0, rel=1e-6)
+    assert "scale-mismatch" not in _codes(report)
+
+
+# --- 8. a sparse buffer (openai-whisper's alignment_heads) -----------------------------------
+
+
+class _WithSparseBuffer(_Heads):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("alignment_heads", torch.eye(HEADS).to_sparse(), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(x)
+        return self.merge((q @ k.transpose(-2, -1)).softmax(-1) @ v)  # planted: no scale
+
+
+def test_a_sparse_buffer_does_not_stop_the_monitor() -> None:
+    report = _report(_WithSparseBuffer(), torch.randn(2, 8, D))
+    assert "monitor-error" not in _codes(report), report
+    assert "scale-mismatch" in _codes(report)  # the planted bug is found
+
+
+# --- 9. a site is named by its place in the code, not by how often it ran --------------------
+
+
+class _Windows(_Heads):
+    """One attention call per window: how many depends on the input's length."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        outs = []
+        for start in range(0, x.shape[1], 8):
+            q, k, v = self.split(x[:, start : start + 8])
+            outs.append(self.merge(F.scaled_dot_product_attention(q, k, v)))
+        return torch.cat(outs, 1)
+
+
+class _TwoPlaces(_Heads):
+    """Self-attention, then attention of the result to the input: two places in the code."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(x)
+        y = self.merge(F.scaled_dot_product_attention(q, k, v))
+        q2, _, _ = self.split(y)
+        return self.merge(F.scaled_dot_product_attention(q2, k, v))
+
+
+def test_sites_do_not_change_with_the_input() -> None:
+    model = _Windows()
+    short, long = (_report(model, torch.randn(2, n, D)) for n in (16, 40))
+    assert [r.where for r in short.records] == [r.where for r in long.records] == ["_Windows"]
+    assert [len(r.series) for r in long.records] == [5]  # one call per window, counted
+    two = _report(_TwoPlaces(), torch.randn(2, 8, D))
+    assert [r.where for r in two.records] == ["_TwoPlaces", "_TwoPlaces#1"]
+
+
+# --- 12. a stable softmax written by hand ------------------------------------------------------
+
+
+class _StableSoftmax(_Heads):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(x)
+        s = q @ k.transpose(-2, -1) / math.sqrt(D // HEADS)
+        s = s - s.amax(-1, keepdim=True)
+        return self.merge(s.softmax(-1) @ v)
+
+
+def test_a_hand_written_stable_softmax_reads_the_scores() -> None:
+    torch.manual_seed(0)
+    model, x = _StableSoftmax(), 3 * torch.randn(2, 16, D)
+    with torch.no_grad():
+        q, k, _ = model.split(x)
+        scores = q @ k.transpose(-2, -1) / math.sqrt(D // HEADS)
+    for all_rows in (False, True):
+        report = _report(model, x, all_rows=all_rows)
+        report.findings  # noqa: B018  (diagnosing must not raise)
+        stats = report.records[0].last
+        assert stats.max_abs_logit == pytest.approx(float(scores[:2].abs().max()), rel=1e-5)
+    assert stats.heads is not None
+    want = scores.amax(dim=(0, 2, 3))
+    assert stats.heads["max_logit"] == pytest.approx(want.tolist(), rel=1e-5)
+
+
+def test_wide_stable_softmax_logits_do_not_crash_the_report() -> None:
+    torch.manual_seed(0)
+    model = _StableSoftmax()
+    with torch.no_grad():
+        model.qkv.weight.mul_(30)
+    report = _report(model, torch.randn(2, 16, D), all_rows=True)
+    assert "large-logits" in _codes(report)
+    assert "logits by" in str(report)
+
+
+# --- 13. NaN in the model's input ----------------------------------------------------------
+
+
+def test_nan_inputs_are_reported_as_nan_inputs() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_embd=32, n_layer=1, n_head=4, n_positions=32)
+    model = transformers.GPT2Model(config).eval()
+    embeds = torch.randn(2, 12, 32)
+    embeds[0, 3, 5] = math.nan
+    with torch.no_grad(), AttentionMonitor(model) as mon:
+        model(inputs_embeds=embeds)
+    report = mon.report()
+    codes = {f.code for f in report.findings}
+    assert "masked-rows" not in codes, report  # no mask made those rows empty
+    (found,) = [f for f in report.findings if f.code == "non-finite"]
+    assert "in q and k" in found.message and "half precision" not in found.message
+    assert report.records[0].last.nonfinite_inputs > 0
