@@ -29,6 +29,7 @@ from .._strategies import ScoreScaling
 from .capture import Capture
 from .diagnosis import DESIGNS, GUIDE_PAGES, THRESHOLDS, compiled, diagnose, grouped, no_attention
 from .every_row import HeadStats, head_stats, head_stats_of_logits
+from .metric_names import LOG_NAMES
 from .report import (
     GUIDE_URL,
     SEVERITY_RANK,
@@ -180,6 +181,14 @@ class AttentionMonitor:
         for a CSV file, a ``csv.writer`` row per item: ``(step, key, value)``.
     qk_clip_tau : float
         QK-Clip's threshold τ for the logged factors (Kimi K2 uses 100).
+    log_names : str
+        Whose key names the ``log`` dict also uses. ``"attnscale"`` (the default): this
+        library's keys only. ``"megatron"``: also Megatron-LM's ``max_attention_logit``, under
+        Megatron's definition, which differs from the per-head ``max_logit`` in two ways: one
+        number for the whole model (the largest over every site and head) and never below 0
+        (Megatron's running max starts at 0). It needs ``all_rows=True``, since Megatron's max
+        covers every query row. The definitions side by side, with their sources:
+        ``attnscale._monitor.metric_names.DEFINITIONS``.
     **thresholds : float
         Overrides of [THRESHOLDS][attnscale.THRESHOLDS], e.g. ``scale_ratio=2``.
 
@@ -219,6 +228,7 @@ class AttentionMonitor:
         optimizer: torch.optim.Optimizer | None = None,
         log: Callable[[dict[str, float]], object] | None = None,
         qk_clip_tau: float = 100.0,
+        log_names: str = "attnscale",
         **thresholds: float,
     ) -> None:
         self.models = _models(model)
@@ -246,6 +256,7 @@ class AttentionMonitor:
             raise TypeError(f"log must be a callable taking a dict, got {type(log).__name__}")
         self.log = log
         self.qk_clip_tau = _checks.positive_float(qk_clip_tau, "qk_clip_tau")
+        self.log_names = _log_names(log_names, all_rows)
         self.thresholds = dict(THRESHOLDS)
         for name, value in thresholds.items():
             self.thresholds[name] = _threshold(name, value)
@@ -286,6 +297,7 @@ class AttentionMonitor:
                 optimizer=self.optimizer,
                 log=self.log,
                 qk_clip_tau=self.qk_clip_tau,
+                log_names=self.log_names,
             )
         else:
             capture.run.open()
@@ -399,6 +411,21 @@ class AttentionMonitor:
             findings.append(no_attention(capture.unmatched_softmax))
         findings.sort(key=lambda f: -SEVERITY_RANK[f.severity])
         return MonitorReport(records=records, findings=findings)
+
+
+def _log_names(value: object, all_rows: bool) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"log_names must be a string, got {type(value).__name__}")
+    if value not in LOG_NAMES:
+        raise ValueError(
+            f"log_names must be one of {', '.join(map(repr, LOG_NAMES))}; got {value!r}"
+        )
+    if value == "megatron" and not all_rows:
+        raise ValueError(
+            "log_names='megatron' needs all_rows=True: Megatron-LM's max_attention_logit is a "
+            "max over every query row, which the sampled statistics do not cover"
+        )
+    return value
 
 
 def _models(model: object) -> list[nn.Module]:

@@ -16,17 +16,26 @@ that grows, an entropy that falls) are what the guide's checklist asks to look a
 Under ``torch.distributed``, each process measures its own batches, and at the end of each
 measured step the processes' scalars are combined before the log hook sees them (the largest
 of maxima, the smallest of minima, the mean of means), so the hook gets the same dict on every
-process; every process must run the monitor, with or without a ``log``.
+process; every process must run the monitor, with or without a ``log``. Every site's scalars go
+in one tensor per kind of reduction: one ``all_reduce(MAX)`` (minima negated) and one
+``all_reduce(SUM)`` (sums and counts) per measured step, whatever the number of layers, as
+torchtitan reduces its MoE layers' counts (Megatron-LM's QK-Clip takes one per layer). The
+processes agree on the keys once, and again only when one of them meets a key the others have
+not sent (a site that runs on some batches only): a key missing on a process is left out of
+its reduction, not taken as 0.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
+
+from .metric_names import LOG_NAMES
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -45,6 +54,7 @@ LOGGED = (
 )
 
 Log = Callable[[dict[str, float]], Any]
+_HEAD_MAX = re.compile(r"/head\d+/max_logit$")  # a per-head max logit's key
 
 
 class Run:
@@ -59,11 +69,15 @@ class Run:
         optimizer: torch.optim.Optimizer | None,
         log: Log | None,
         qk_clip_tau: float,
+        log_names: str = "attnscale",
     ) -> None:
         # weakly: the optimizer's hook outlives a block, and must not keep a dropped monitor
         # (and the hook's collective, under torch.distributed) alive until a garbage collection
         self._capture = weakref.ref(capture)
         self.every, self.history, self.log, self.qk_clip_tau = every, history, log, qk_clip_tau
+        assert log_names in LOG_NAMES, log_names  # AttentionMonitor checks it for the user
+        self.log_names = log_names
+        self._reduce = _Reducer()
         self.step = 0
         self.model_calls = 0
         self.optimizer = optimizer
@@ -143,7 +157,7 @@ class Run:
             return
         scalars = self.scalars(self.step)
         if distributed:  # every process takes part, whether it logs or not
-            scalars = _reduced(scalars)
+            scalars = self._reduce(scalars)
         if scalars and self.log is not None:
             self.log(scalars)
 
@@ -154,6 +168,8 @@ class Run:
         for where, stats in self._latest.values():
             if stats.run_step == step:
                 out.update(_site_scalars(where, stats, self.qk_clip_tau))
+        if out and self.log_names == "megatron":
+            out.update(_megatron(out))
         if out:
             out["attn/step"] = float(step)
         return out
@@ -164,26 +180,102 @@ def _world() -> int:
     return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
-def _reduced(scalars: dict[str, float]) -> dict[str, float]:
+def _megatron(scalars: dict[str, float]) -> dict[str, float]:
+    """Megatron-LM's ``max_attention_logit``: the largest per-head max logit of every site,
+    from a running max that starts at 0 (so never below 0). See ``metric_names``."""
+    heads = [v for k, v in scalars.items() if _HEAD_MAX.search(k)]
+    return {"max_attention_logit": max([0.0, *heads])} if heads else {}
+
+
+def _kind(key: str) -> str:
+    """How a scalar combines across processes: ``max``, ``min`` or ``mean``."""
+    name = key.rsplit("/", 1)[-1]
+    if name.startswith("max"):
+        return "max"
+    if name.startswith("min") or name == "qk_clip":
+        return "min"
+    return "mean"
+
+
+class _Reducer:
     """The scalars of every process combined: the largest of maxima, the smallest of minima
-    and QK-Clip factors, the mean of the rest. One small collective at the end of a measured
-    step, never inside the forward pass."""
-    gathered: list[dict[str, float] | None] = [None] * _world()
-    torch.distributed.all_gather_object(gathered, scalars)
-    values: dict[str, list[float]] = {}
-    for d in gathered:
-        for k, v in (d or {}).items():
-            values.setdefault(k, []).append(v)
-    out = {}
-    for k, vs in values.items():
-        name = k.rsplit("/", 1)[-1]
-        if name.startswith("max"):
-            out[k] = max(vs)
-        elif name.startswith("min") or name == "qk_clip":
-            out[k] = min(vs)
-        else:
-            out[k] = sum(vs) / len(vs)
+    and QK-Clip factors, the mean of the rest. All keys travel in one tensor per reduction
+    (MAX, and SUM for the means), in an order the processes agreed on; a flag in the MAX
+    tensor says that some process met a new key, and then they agree on the keys again."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] | None = None
+
+    def __call__(self, scalars: dict[str, float]) -> dict[str, float]:
+        if self.keys is None:  # the first measured step, on every process alike
+            self.keys = _agreed_keys(scalars)
+        unseen = not scalars.keys() <= set(self.keys)
+        out, flagged = _reduce(self.keys, scalars, unseen)
+        if flagged:  # every process sees the flag: they all agree again, and reduce again
+            self.keys = _agreed_keys(scalars, self.keys)
+            out, _ = _reduce(self.keys, scalars, False)
+        return out
+
+
+def _agreed_keys(scalars: dict[str, float], known: list[str] | None = None) -> list[str]:
+    """The union of every process's keys (and those known already), sorted."""
+    gathered: list[list[str] | None] = [None] * _world()
+    torch.distributed.all_gather_object(gathered, sorted(scalars))
+    return sorted({*(known or []), *(k for keys in gathered for k in keys or [])})
+
+
+def _reduce(
+    keys: list[str], scalars: dict[str, float], unseen: bool
+) -> tuple[dict[str, float], bool]:
+    """One ``all_reduce(MAX)``, and one ``all_reduce(SUM)`` if any key is a mean; whether
+    some process flagged a key outside ``keys``."""
+    dist = torch.distributed
+    device = _device()
+    kinds = [_kind(k) for k in keys]
+    missing = -math.inf
+    # MAX: maxima, negated minima (missing: -inf, which any sent value beats), and the flag
+    peaks = [
+        scalars.get(k, missing) if kind == "max" else -scalars.get(k, math.inf)
+        for k, kind in zip(keys, kinds, strict=True)
+        if kind != "mean"
+    ]
+    packed = torch.tensor([*peaks, float(unseen)], dtype=torch.float64, device=device)
+    dist.all_reduce(packed, op=dist.ReduceOp.MAX)
+    means = [k for k, kind in zip(keys, kinds, strict=True) if kind == "mean"]
+    totals = None
+    if means:  # SUM: the values, then how many processes sent each
+        sent = [k in scalars for k in means]
+        values = [scalars.get(k, 0.0) for k in means]
+        totals = torch.tensor([*values, *map(float, sent)], dtype=torch.float64, device=device)
+        dist.all_reduce(totals, op=dist.ReduceOp.SUM)
+    return _unpacked(keys, kinds, packed.tolist(), totals), packed[-1].item() > 0
+
+
+def _unpacked(
+    keys: list[str], kinds: list[str], peaks: list[float], totals: torch.Tensor | None
+) -> dict[str, float]:
+    out: dict[str, float] = {}
+    peak = iter(peaks)
+    means = [k for k, kind in zip(keys, kinds, strict=True) if kind == "mean"]
+    sums = [] if totals is None else totals.tolist()
+    mean_of = {k: (sums[i], sums[len(means) + i]) for i, k in enumerate(means)}
+    for key, kind in zip(keys, kinds, strict=True):
+        if kind == "mean":
+            total, count = mean_of[key]
+            if count:
+                out[key] = total / count
+            continue
+        value = next(peak)
+        if value > -math.inf:  # some process sent it
+            out[key] = value if kind == "max" else -value
     return out
+
+
+def _device() -> torch.device:
+    """Where the collectives' tensors live: NCCL reduces CUDA tensors only."""
+    if torch.distributed.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def _site_scalars(where: str, s: AttentionStats, tau: float) -> dict[str, float]:
