@@ -32,11 +32,35 @@ CAUSES: dict[str, tuple[str, str | None]] = {
     "cntkx_scale_without_sqrt": (r"square root", None),
     "ttnn_clip_scale_from_num_heads": (r"instead of √64", None),
     "lecture_gpt_scale_from_n_embd": (r"instead of √16", r"layer index"),
+    "minference_unscaled_estimate": (r"no scale at all", None),
+    "dfdx_scale_from_model_dim": (r"√64 instead of √16", None),
+    "timm_attention2d_scale_from_num_heads": (r"√4 instead of √16", None),
+}
+
+# Cases the monitor gets wrong today, with what it does: a strict xfail, so that the test fails
+# loudly once the monitor gets one right (then delete its line here).
+KNOWN_MISSES: dict[str, str] = {
+    "ipex_llm_padded_head_dim_scale": "reads the zero-padded width as the head size: misses the "
+    "bug and flags the fix",
+    "openai_gpt2_rsqrt_of_value_size": "does not see a softmax written as exp(w - max) / sum: "
+    "no-attention",
+    "vllm_ascend_scale_from_unpadded_head": "reads the zero-padded width as the head size: "
+    "scale-mismatch on correct code",
 }
 
 
 def _cases(kind: str) -> list[object]:
-    return [pytest.param(c, id=c.name) for c in CASES if c.kind == kind]
+    return [
+        pytest.param(
+            c,
+            id=c.name,
+            marks=[pytest.mark.xfail(strict=True, reason=KNOWN_MISSES[c.name])]
+            if c.name in KNOWN_MISSES
+            else [],
+        )
+        for c in CASES
+        if c.kind == kind
+    ]
 
 
 @pytest.mark.parametrize("case", _cases("bug"))
@@ -106,7 +130,13 @@ def test_case_is_well_formed(case: Case) -> None:
 def test_catalogue() -> None:
     names = [c.name for c in CASES]
     assert len(set(names)) == len(names)
-    assert sum(c.kind == "bug" for c in CASES) >= 14
-    assert sum(c.kind == "trap" for c in CASES) >= 4
+    assert len(CASES) >= 30
+    assert sum(c.kind == "bug" for c in CASES) >= 18
+    assert sum(c.kind == "trap" for c in CASES) >= 12
     assert set(CAUSES) <= set(names)
+    assert set(KNOWN_MISSES) <= set(names)
+    assert not set(KNOWN_MISSES) & set(CAUSES)
+    # every case is in a group of its own kind, and every group has a case
+    assert all(real_bugs.GROUPS[c.group][0] == c.kind for c in CASES)
+    assert {c.group for c in CASES} == set(real_bugs.GROUPS)
     assert all(next(c for c in CASES if c.name == n).expected_scale is None for n in CAUSES)

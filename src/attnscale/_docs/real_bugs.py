@@ -35,7 +35,7 @@ from torch.nn import functional as F
 
 from .._monitor import AttentionMonitor, MonitorReport
 
-__all__ = ["CASES", "SCALING_CODES", "Case", "outcome", "report"]
+__all__ = ["CASES", "GROUPS", "SCALING_CODES", "Case", "outcome", "report"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,8 @@ class Case:
         ``inputs(generator)`` returns the module's example inputs.
     expected_scale : float or None
         The scale a user would declare, where the intended scale is not 1/sqrt(head_dim).
+    group : str
+        Which kind of bug or trap it is, a key of [GROUPS][attnscale._docs.real_bugs.GROUPS].
     """
 
     name: str
@@ -76,6 +78,7 @@ class Case:
     build: Callable[[bool], nn.Module]
     inputs: Callable[[torch.Generator], tuple[Tensor, ...]]
     expected_scale: float | None = None
+    group: str = ""
 
 
 # ---------------------------------------------------------------------------
@@ -543,6 +546,131 @@ class _LectureGPT(_Seeded):
         return _call(self.proj, torch.cat([h(x) for h in self.heads], dim=-1))
 
 
+class _MInference(_Attention):
+    """MInference's vertical-and-slash prefill: a softmax of the last queries against every key
+    estimates which columns (vertical) and diagonals (slash) matter; sparse attention then reads
+    only those keys."""
+
+    def __init__(self, fixed: bool, last_q: int = 8, vertical: int = 4, slash: int = 3) -> None:
+        super().__init__(fixed, 64, 4)
+        self.last_q, self.vertical, self.slash = last_q, vertical, slash
+
+    def forward(self, x: Tensor) -> Tensor:
+        q, k, v = self.qkv(x)
+        n = x.shape[1]
+        last_q = min(self.last_q, n)
+        qk = torch.einsum("bhmk,bhnk->bhmn", q[:, :, -last_q:, :], k)
+        if self.fixed:  # the fix divides the estimate by sqrt(head_dim), as the attention does
+            qk = qk / math.sqrt(self.head_dim)
+        qk = qk.masked_fill(_future(n)[-last_q:], -math.inf)
+        estimate = F.softmax(qk, dim=-1, dtype=torch.float32)
+        keep = self.pattern(estimate, n)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+        return _call(self.o_proj, _merge(out))
+
+    def pattern(self, estimate: Tensor, n: int) -> Tensor:
+        """The kept keys: the top columns and diagonals of the estimate (the first column and
+        the main diagonal always), causal."""
+        b, h, m, _ = estimate.shape
+        offsets = torch.arange(n - m, n)[:, None] - torch.arange(n)[None, :]  # query - key
+        vertical = estimate.sum(-2)
+        vertical[..., 0] = math.inf
+        slash = torch.zeros(b, h, n).scatter_add_(
+            -1, offsets.clamp(min=0).flatten().expand(b, h, -1), estimate.flatten(-2)
+        )
+        slash[..., 0] = math.inf
+        columns = torch.zeros(b, h, n, dtype=torch.bool)
+        columns.scatter_(-1, vertical.topk(self.vertical, dim=-1).indices, True)
+        diagonals = torch.zeros(b, h, n, dtype=torch.bool)
+        diagonals.scatter_(-1, slash.topk(self.slash, dim=-1).indices, True)
+        all_offsets = torch.arange(n)[:, None] - torch.arange(n)[None, :]
+        keep = columns[:, :, None, :] | diagonals[:, :, all_offsets.clamp(min=0)]
+        return keep & (all_offsets >= 0)
+
+
+class _FerroxGemma3(_Attention):
+    """ferrox's Gemma-3 attention: RMS-normed q and k, grouped k and v, the kernel's scale.
+
+    Gemma-3-27B was trained with the scale 1/sqrt(n_embd / n_head) = 168**-0.5 where its
+    head_dim is 128; here n_embd 168 with 4 heads of 32 keeps that ratio (42 against 32).
+    """
+
+    def __init__(self, fixed: bool, n_embd: int = 168, n_head: int = 4) -> None:
+        super().__init__(fixed, n_embd, n_head, head_dim=32, kv_heads=2)
+        self.q_norm = nn.RMSNorm(self.head_dim)
+        self.k_norm = nn.RMSNorm(self.head_dim)
+        # loader.rs set attention_scale = None for every model; the 27B needs its own
+        self.attention_scale = (n_embd // n_head) ** -0.5 if fixed else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        q = self.q_norm(_split(self.q_proj(x), self.heads))
+        k = self.k_norm(_split(self.k_proj(x), self.kv_heads))
+        v = _split(self.v_proj(x), self.kv_heads)
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, scale=self.attention_scale, enable_gqa=True
+        )
+        return _call(self.o_proj, _merge(out))
+
+
+class _PaddedHeads(_Attention):
+    """A vision tower's attention whose heads are zero-padded to the width a fused kernel
+    supports, then cut back: Qwen2.5-VL's 80 padded to 128, here 20 padded to 32.
+
+    Zero columns leave every q·k unchanged, so the scale must come from the real head size.
+    ``scale_from_real_size`` is what the code passes to the kernel: the real head size's
+    scale, or nothing (the kernel's default, taken from the padded width).
+    """
+
+    def __init__(self, fixed: bool, scale_from_real_size: bool, padded: int = 32) -> None:
+        super().__init__(fixed, 80, 4, bias=True)
+        self.padded = padded
+        self.scale = self.head_dim**-0.5 if scale_from_real_size else None
+
+    def forward(self, x: Tensor) -> Tensor:
+        q, k, v = (F.pad(t, (0, self.padded - self.head_dim)) for t in self.qkv(x))
+        out = F.scaled_dot_product_attention(q, k, v, scale=self.scale)
+        return _call(self.o_proj, _merge(out[..., : self.head_dim]))
+
+
+class _Dfdx(_Seeded):
+    """dfdx's MultiHeadAttention on one unbatched sequence: (tokens, model) in, heads first."""
+
+    def __init__(self, fixed: bool, m: int = 64, h: int = 4) -> None:
+        super().__init__(fixed)
+        self.m, self.h = m, h
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(m, m) for _ in range(4))
+
+    def forward(self, x: Tensor) -> Tensor:
+        s, m, h = x.shape[0], self.m, self.h
+        v = _call(self.w_v, x).reshape(s, h, m // h).permute(1, 0, 2)  # (H, S, V/H)
+        k = _call(self.w_k, x).reshape(s, h, m // h).permute(1, 2, 0)  # (H, K/H, S)
+        q = _call(self.w_q, x).reshape(s, h, m // h).permute(1, 0, 2)  # (H, S, K/H)
+        # the fix: sqrt of the head size K/H, not of the model size K
+        scalar = 1.0 / math.sqrt(m // h if self.fixed else m)
+        weights = (q.matmul(k) * scalar).softmax(-1)
+        tokens = weights.matmul(v).permute(1, 0, 2).reshape(s, m)
+        return _call(self.w_o, tokens)
+
+
+class _TimmAttention2d(_Seeded):
+    """timm's Attention2d, unfused path: channels-first heads (B, heads, dim_head, pixels)."""
+
+    def __init__(self, fixed: bool, dim: int = 64, num_heads: int = 4) -> None:
+        super().__init__(fixed)
+        self.num_heads, self.dim_head = num_heads, dim // num_heads
+        self.scale = self.dim_head**-0.5 if fixed else num_heads**-0.5
+        self.qkv = nn.Conv2d(dim, dim * 3, 1)
+        self.proj = nn.Conv2d(dim, dim, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, _, hh, ww = x.shape
+        shape = (b, 3, self.num_heads, self.dim_head, -1)
+        q, k, v = self.qkv(x).reshape(shape).unbind(1)
+        q = q * self.scale
+        attn = (q.transpose(-2, -1) @ k).softmax(dim=-1)
+        return _call(self.proj, (v @ attn.transpose(-2, -1)).view(b, -1, hh, ww))
+
+
 # ---------------------------------------------------------------------------
 # traps
 # ---------------------------------------------------------------------------
@@ -694,6 +822,248 @@ class _GRPOZeroQwen2(_Attention):
         return _call(self.o_proj, _merge(out))
 
 
+class _XLM(_Seeded):
+    """XLM / FlauBERT's MultiHeadAttention: q divided by sqrt(dim_per_head), a padding mask."""
+
+    def __init__(self, fixed: bool, dim: int = 64, n_heads: int = 4) -> None:
+        super().__init__(fixed)
+        self.n_heads = n_heads
+        self.q_lin, self.k_lin, self.v_lin, self.out_lin = (nn.Linear(dim, dim) for _ in range(4))
+
+    def forward(self, x: Tensor, mask: Tensor) -> Tensor:
+        bs, _, dim = x.shape
+        dim_per_head = dim // self.n_heads
+        q = _split(self.q_lin(x), self.n_heads)
+        k, v = _split(self.k_lin(x), self.n_heads), _split(self.v_lin(x), self.n_heads)
+        q = q / math.sqrt(dim_per_head)  # the line the thread questioned
+        scores = torch.matmul(q, k.transpose(2, 3))
+        scores.masked_fill_((mask == 0).view(bs, 1, 1, -1).expand_as(scores), -float("inf"))
+        weights = F.softmax(scores.float(), dim=-1).type_as(scores)
+        return _call(self.out_lin, _merge(torch.matmul(weights, v)))
+
+
+def _padded_batch(g: torch.Generator) -> tuple[Tensor, ...]:
+    """Inputs of the XLM case: (2, 16, 64) hidden states and a key mask, the second sequence
+    five tokens shorter (1 = token, 0 = padding)."""
+    mask = torch.ones(_BATCH, 16, dtype=torch.long)
+    mask[1, 11:] = 0
+    return torch.randn(_BATCH, 16, 64, generator=g), mask
+
+
+class _Tunz(_Seeded):
+    """tunz/transformer-pytorch's MultiHeadAttention: q scaled in place, k transposed early."""
+
+    def __init__(self, fixed: bool, hidden_size: int = 64, head_size: int = 4) -> None:
+        super().__init__(fixed)
+        self.head_size = head_size
+        self.att_size = hidden_size // head_size
+        self.scale = self.att_size**-0.5
+        inner = head_size * self.att_size
+        self.linear_q, self.linear_k, self.linear_v = (
+            nn.Linear(hidden_size, inner, bias=False) for _ in range(3)
+        )
+        self.output_layer = nn.Linear(inner, hidden_size, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, n, _ = x.shape
+        q = self.linear_q(x).view(b, -1, self.head_size, self.att_size).transpose(1, 2)
+        k = self.linear_k(x).view(b, -1, self.head_size, self.att_size).transpose(1, 2)
+        v = self.linear_v(x).view(b, -1, self.head_size, self.att_size).transpose(1, 2)
+        k = k.transpose(2, 3)  # [b, h, d_k, k_len]
+        q.mul_(self.scale)
+        w = torch.matmul(q, k)
+        w.add_(torch.zeros_like(w).masked_fill_(_future(n)[None, None], -1e9))
+        w = torch.softmax(w, dim=3)
+        return _call(self.output_layer, _merge(w.matmul(v)))
+
+
+class _LightSeq(_Seeded):
+    """lightseq's encoder self-attention: 1/sqrt(head_dim) is the alpha of the score GEMM."""
+
+    def __init__(self, fixed: bool, hidden: int = 64, heads: int = 4) -> None:
+        super().__init__(fixed)
+        self.heads, self.head_dim = heads, hidden // heads
+        self.qkv_linear = nn.Linear(hidden, 3 * hidden)
+        self.attn_out = nn.Linear(hidden, hidden)
+        self.alpha = 1.0 / math.sqrt(hidden // heads)  # StridedBatchGemm's alpha
+
+    def forward(self, x: Tensor, padding: Tensor) -> Tensor:
+        b, n, _ = x.shape
+        h, d = self.heads, self.head_dim
+        qkv = self.qkv_linear(x).view(b, n, 3, h, d).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv.reshape(3, b * h, n, d).unbind(0)
+        scores = torch.baddbmm(
+            torch.empty(b * h, n, n), q, k.transpose(1, 2), beta=0.0, alpha=self.alpha
+        ).view(b, h, n, n)
+        scores = scores.masked_fill(padding[:, None, None, :], -math.inf)
+        probs = scores.softmax(dim=-1)
+        return _call(self.attn_out, _merge(probs @ v.view(b, h, n, d)))
+
+
+def _padded_tokens(g: torch.Generator) -> tuple[Tensor, ...]:
+    """Inputs of the lightseq case: (2, 16, 64) hidden states and a padding mask (True at
+    padding), the second sequence four tokens shorter."""
+    padding = torch.zeros(_BATCH, 16, dtype=torch.bool)
+    padding[1, 12:] = True
+    return torch.randn(_BATCH, 16, 64, generator=g), padding
+
+
+class _QKVMultiheadAttention(_Seeded):
+    """GLIDE's QKVMultiheadAttention as LayoutDiffusion uses it: heads on the third axis, the
+    scale split as attn_ch**-1/4 on q and on k."""
+
+    def __init__(self, fixed: bool, width: int = 64, heads: int = 4) -> None:
+        super().__init__(fixed)
+        self.heads = heads
+        self.c_qkv = nn.Linear(width, 3 * width)
+        self.c_proj = nn.Linear(width, width)
+
+    def forward(self, x: Tensor) -> Tensor:
+        qkv = self.c_qkv(x)
+        bs, n_ctx, width = qkv.shape
+        attn_ch = width // self.heads // 3
+        scale = 1 / math.sqrt(math.sqrt(attn_ch))
+        q, k, v = torch.split(qkv.view(bs, n_ctx, self.heads, -1), attn_ch, dim=-1)
+        weight = torch.einsum("bthc,bshc->bhts", q * scale, k * scale)
+        weight = torch.softmax(weight.float(), dim=-1).type(weight.dtype)
+        out = torch.einsum("bhts,bshc->bthc", weight, v).reshape(bs, n_ctx, -1)
+        return _call(self.c_proj, out)
+
+
+class _DDPMAttention(_Seeded):
+    """denoising-diffusion-pytorch's Unet Attention: RMSNorm over channels, 1x1-conv q, k, v,
+    four learned memory keys and values, and Attend's einsum path (flash off)."""
+
+    def __init__(
+        self, fixed: bool, dim: int = 32, heads: int = 4, dim_head: int = 32, num_mem_kv: int = 4
+    ) -> None:
+        super().__init__(fixed)
+        self.heads, self.dim_head = heads, dim_head
+        self.g = nn.Parameter(torch.ones(1, dim, 1, 1))  # RMSNorm's gain
+        self.mem_kv = nn.Parameter(torch.randn(2, heads, num_mem_kv, dim_head))
+        self.to_qkv = nn.Conv2d(dim, heads * dim_head * 3, 1, bias=False)
+        self.to_out = nn.Conv2d(heads * dim_head, dim, 1)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, c, hh, ww = x.shape
+        x = F.normalize(x, dim=1) * self.g * c**0.5
+        q, k, v = (
+            t.reshape(b, self.heads, self.dim_head, hh * ww).transpose(-1, -2)  # b h (x y) c
+            for t in self.to_qkv(x).chunk(3, dim=1)
+        )
+        mk, mv = (t.expand(b, -1, -1, -1) for t in self.mem_kv)
+        k, v = torch.cat((mk, k), dim=-2), torch.cat((mv, v), dim=-2)
+        scale = q.shape[-1] ** -0.5  # Attend: default(self.scale, q.shape[-1] ** -0.5)
+        sim = torch.einsum("bhid,bhjd->bhij", q, k) * scale
+        out = torch.einsum("bhij,bhjd->bhid", sim.softmax(dim=-1), v)
+        out = out.transpose(-1, -2).reshape(b, self.heads * self.dim_head, hh, ww)
+        return _call(self.to_out, out)
+
+
+class _TimmAttentionPool2d(_Seeded):
+    """timm's AttentionPool2d (mid-2023): CLIP-style attention pooling with a learned absolute
+    position embedding; the mean token's output is the pooled feature."""
+
+    def __init__(self, fixed: bool, in_features: int = 64, feat: int = 4, heads: int = 4) -> None:
+        super().__init__(fixed)
+        self.num_heads, self.head_dim = heads, in_features // heads
+        self.scale = self.head_dim**-0.5
+        self.qkv = nn.Linear(in_features, in_features * 3)
+        self.proj = nn.Linear(in_features, in_features)
+        self.pos_embed = nn.Parameter(torch.zeros(feat * feat + 1, in_features))
+        nn.init.trunc_normal_(self.pos_embed, std=in_features**-0.5)
+        nn.init.trunc_normal_(self.qkv.weight, std=in_features**-0.5)
+        nn.init.zeros_(self.qkv.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        b, _, hh, ww = x.shape
+        n = hh * ww
+        x = x.reshape(b, -1, n).permute(0, 2, 1)
+        x = torch.cat([x.mean(1, keepdim=True), x], dim=1) + self.pos_embed.unsqueeze(0)
+        shape = (b, n + 1, 3, self.num_heads, self.head_dim)
+        q, k, v = self.qkv(x).reshape(shape).permute(2, 0, 3, 1, 4)
+        attn = ((q @ k.transpose(-2, -1)) * self.scale).softmax(dim=-1)
+        x = (attn @ v).transpose(1, 2).reshape(b, n + 1, -1)
+        return _call(self.proj, x)[:, 0]
+
+
+class _GPT2Eager(_Seeded):
+    """transformers' GPT2Attention._attn (2021): scores divided by value.size(-1) ** 0.5, the
+    causal mask applied with torch.where and masked_bias = -1e4.
+
+    ``attn_mult`` switches to muTransformers' muP version, which multiplies the scores by
+    attn_mult / value.size(-1) instead.
+    """
+
+    def __init__(
+        self, fixed: bool, dim: int = 64, heads: int = 4, attn_mult: float | None = None
+    ) -> None:
+        super().__init__(fixed)
+        self.heads, self.attn_mult = heads, attn_mult
+        self.c_attn = nn.Linear(dim, 3 * dim)  # GPT-2's Conv1D is a transposed Linear
+        self.c_proj = nn.Linear(dim, dim)
+        self.attn_score = nn.Identity()  # muP: a no-op that coordinate checks hook into
+        self.register_buffer("bias", torch.tril(torch.ones(32, 32, dtype=torch.uint8))[None, None])
+        self.register_buffer("masked_bias", torch.tensor(-1e4))
+
+    def forward(self, x: Tensor) -> Tensor:
+        query, key, value = (_split(t, self.heads) for t in self.c_attn(x).split(x.shape[-1], 2))
+        w = torch.matmul(query, key.transpose(-1, -2))
+        if self.attn_mult is None:
+            w = w / (float(value.size(-1)) ** 0.5)
+        else:
+            w = self.attn_score(w * self.attn_mult / float(value.size(-1)))
+        n = query.size(-2)
+        bias: Tensor = self.bias  # type: ignore[assignment]
+        masked_bias: Tensor = self.masked_bias  # type: ignore[assignment]
+        w = torch.where(bias[:, :, :n, :n].bool(), w, masked_bias.to(w.dtype))
+        w = nn.Softmax(dim=-1)(w)
+        return _call(self.c_proj, _merge(torch.matmul(w, value)))
+
+
+class _OpenAIGPT2(_Seeded):
+    """openai/gpt-2's multihead_attn, in torch: w * rsqrt(v's size), a multiplicative causal
+    mask (w*b - 1e10*(1-b)) and a softmax written out."""
+
+    def __init__(self, fixed: bool, n_state: int = 64, n_head: int = 4) -> None:
+        super().__init__(fixed)
+        self.n_head = n_head
+        self.c_attn = nn.Linear(n_state, 3 * n_state)
+        self.c_proj = nn.Linear(n_state, n_state)
+
+    def forward(self, x: Tensor) -> Tensor:
+        q, k, v = (_split(t, self.n_head) for t in self.c_attn(x).split(x.shape[-1], dim=2))
+        w = torch.matmul(q, k.transpose(-1, -2))
+        w = w * torch.rsqrt(torch.tensor(v.shape[-1], dtype=w.dtype))
+        nd, ns = w.shape[-2:]
+        b = (torch.arange(nd)[:, None] >= torch.arange(ns) - ns + nd).to(w.dtype)
+        w = w * b - 1e10 * (1 - b)
+        w = w - w.amax(dim=-1, keepdim=True)
+        ex = torch.exp(w)
+        w = ex / ex.sum(dim=-1, keepdim=True)
+        return _call(self.c_proj, _merge(torch.matmul(w, v)))
+
+
+class _LlamaCppGemma3(_Attention):
+    """llama.cpp's Gemma-3 graph for the 27B: RMS-normed Q and K, ggml_scale(Q,
+    f_attention_scale) with f_attention_scale = 1/sqrt(n_embd / n_head), then kq and
+    soft_max_ext with kq_scale 1 (n_embd 168, 4 heads of 32: the 27B's 168 against 128)."""
+
+    def __init__(self, fixed: bool, n_embd: int = 168, n_head: int = 4) -> None:
+        super().__init__(fixed, n_embd, n_head, head_dim=32, kv_heads=2)
+        self.q_norm = nn.RMSNorm(self.head_dim)
+        self.k_norm = nn.RMSNorm(self.head_dim)
+        self.f_attention_scale = 1.0 / math.sqrt(n_embd / n_head)
+
+    def forward(self, x: Tensor) -> Tensor:
+        q, k, v = self.qkv(x)
+        q, k = self.q_norm(q), self.k_norm(k)
+        q = q * self.f_attention_scale
+        kq = q @ k.transpose(-2, -1)
+        kq = kq * 1.0 + _additive_causal(x.shape[1], -math.inf)  # soft_max_ext: scale 1, mask
+        return _call(self.o_proj, _merge(torch.softmax(kq, dim=-1) @ v))
+
+
 # ---------------------------------------------------------------------------
 # the cases
 # ---------------------------------------------------------------------------
@@ -708,6 +1078,7 @@ CASES: list[Case] = [
         project=_TRANSFORMERS,
         thread="https://github.com/huggingface/transformers/pull/38290",
         kind="bug",
+        group="missing",
         what="OPTAttention multiplies q by head_dim**-0.5 right after q_proj, but called the "
         "attention interface without a scaling, so sdpa applied 1/sqrt(head_dim) a second "
         "time: 1/head_dim in total.",
@@ -721,6 +1092,7 @@ CASES: list[Case] = [
         project=_TRANSFORMERS,
         thread="https://github.com/huggingface/transformers/pull/44397",
         kind="bug",
+        group="missing",
         what="Eager attention divides the scores by sqrt(head_dim) and by layer_idx + 1 as the "
         "config asks, but GPT2Attention passed no scaling to sdpa, which used its default "
         "1/sqrt(head_dim): the config's factor 1/(layer_idx + 1) was silently dropped.",
@@ -736,6 +1108,7 @@ CASES: list[Case] = [
         project=_TRANSFORMERS,
         thread="https://github.com/huggingface/transformers/issues/31891",
         kind="bug",
+        group="width",
         what="The converted 9B config set query_pre_attn_scalar = 224 = hidden_size / "
         "num_heads, so the scores were scaled by 224**-0.5 while head_dim is 256 (here 28 "
         "against 32, the same ratio).",
@@ -749,6 +1122,7 @@ CASES: list[Case] = [
         project=_LLAMA_CPP,
         thread="https://github.com/ggml-org/llama.cpp/pull/8444",
         kind="bug",
+        group="width",
         what="The Gemma-2 graph scaled Q with ggml_scale(Q, 1/sqrt(n_embd/n_head)) before a "
         "kernel that applies no further scale; for the 9B model n_embd/n_head = 224 while the "
         "head size is 256.",
@@ -763,6 +1137,7 @@ CASES: list[Case] = [
         project=_LLAMA_CPP,
         thread="https://github.com/ggml-org/llama.cpp/pull/14892",
         kind="bug",
+        group="missing",
         what="PLaMo2's attention layers RMS-normalise q and k, then called build_attn with "
         "kq_scale = 1.0: the scores reached the softmax with no 1/sqrt(d) at all.",
         fix="kq_scale = 1/sqrt(n_embd_head_v).",
@@ -778,6 +1153,7 @@ CASES: list[Case] = [
         project="lucidrains/x-transformers",
         thread="https://github.com/lucidrains/x-transformers/issues/190",
         kind="bug",
+        group="inverted",
         what="With qk_norm (cosine similarity, scale 10) the flash path rescaled q by "
         "default_scale / scale before sdpa's default 1/sqrt(d): 1/(10·d) in total instead "
         "of the 10 the non-flash path applies.",
@@ -791,6 +1167,7 @@ CASES: list[Case] = [
         project="AI-Hypercomputer/maxtext",
         thread="https://github.com/AI-Hypercomputer/maxtext/issues/1370",
         kind="bug",
+        group="inverted",
         what="The MLA query projection returned q / softmax_scale with softmax_scale = "
         "qk_head_dim**-0.5, so q was multiplied by sqrt(qk_head_dim) before an attention "
         "kernel that applies no scale.",
@@ -804,6 +1181,7 @@ CASES: list[Case] = [
         project="AI-Hypercomputer/maxtext",
         thread="https://github.com/AI-Hypercomputer/maxtext/issues/1370",
         kind="bug",
+        group="inverted",
         what="The same q / softmax_scale as above, on the attention kernel MaxText picks for "
         "short sequences and decoding: unscaled q·kᵀ, then exp(s - rowmax) and a division "
         "by the row sum written out, with no softmax call.",
@@ -817,6 +1195,7 @@ CASES: list[Case] = [
         project="mlc-ai/mlc-llm",
         thread="https://github.com/mlc-ai/mlc-llm/pull/3426",
         kind="bug",
+        group="missing",
         what="op_ext.attention's fallback (encoders such as BERT and CLIP) called the "
         "sequence-prefill kernel without sm_scale, whose default 1.0 left the scores "
         "unscaled.",
@@ -830,6 +1209,7 @@ CASES: list[Case] = [
         project="ollama/ollama",
         thread="https://github.com/ollama/ollama/pull/13893",
         kind="bug",
+        group="number",
         what="With the key up-projection absorbed into the query, q·k sums over kv_lora_rank "
         "+ rope = 576 dimensions, and the scale was taken from that width; training used the "
         "key dimension qk_nope + qk_rope = 256 (here 72 against 32, the same ratio).",
@@ -844,6 +1224,7 @@ CASES: list[Case] = [
         project="ultralytics/ultralytics",
         thread="https://github.com/ultralytics/ultralytics/pull/24990",
         kind="bug",
+        group="missing",
         what="The PSA attention computed (qᵀ @ k) * scale: under mixed precision the raw "
         "product passed 65504 on some batches, became inf and turned the softmax into NaN.",
         fix="Scale q before the product: (q * scale)ᵀ @ k.",
@@ -856,6 +1237,7 @@ CASES: list[Case] = [
         project="lucidrains/vit-pytorch",
         thread="https://github.com/lucidrains/vit-pytorch/issues/65",
         kind="bug",
+        group="width",
         what="Attention set self.scale = dim ** -0.5 with dim the model width, so every head's "
         "scores were divided by sqrt(heads · dim_head) instead of sqrt(dim_head).",
         fix="self.scale = dim_head ** -0.5.",
@@ -868,6 +1250,7 @@ CASES: list[Case] = [
         project="esceptico/perceiver-io",
         thread="https://github.com/esceptico/perceiver-io/issues/9",
         kind="bug",
+        group="inverted",
         what="MultiHeadAttention defined self.scale = qk_head_dim ** -0.5 but divided the "
         "scores by it, multiplying them by sqrt(qk_head_dim).",
         fix="Multiply the scores by self.scale.",
@@ -880,6 +1263,7 @@ CASES: list[Case] = [
         project="FrancescoSaverioZuppichini/ViT",
         thread="https://github.com/FrancescoSaverioZuppichini/ViT/issues/2",
         kind="bug",
+        group="missing",
         what="The tutorial computed softmax(energy) / scaling: the softmax saw unscaled "
         "scores, and the weights were shrunk afterwards. Modelled with one head, so that "
         "emb_size is the head size and only this bug is in play.",
@@ -893,6 +1277,7 @@ CASES: list[Case] = [
         project="delzac/cntkx",
         thread="https://github.com/delzac/cntkx/issues/10",
         kind="bug",
+        group="number",
         what="The op counted d_k as the sum of ones_like(query) and divided q·kᵀ by it: a scale "
         "of 1/d_k, the square root forgotten.",
         fix="Divide by sqrt(d_k).",
@@ -905,6 +1290,7 @@ CASES: list[Case] = [
         project="tenstorrent/tt-metal",
         thread="https://github.com/tenstorrent/tt-metal/pull/56789",
         kind="bug",
+        group="width",
         what="MultiHeadAttention scaled the scores by 1/sqrt(num_heads) while its own comment "
         "said 1/sqrt(head_dim).",
         fix="Derive head_dim from q_proj's weight and scale by 1/sqrt(head_dim).",
@@ -917,6 +1303,7 @@ CASES: list[Case] = [
         project="karpathy/ng-video-lecture",
         thread="https://github.com/karpathy/ng-video-lecture/pull/6",
         kind="bug",
+        group="width",
         what="Each Head computed q @ kᵀ * C**-0.5 with C the width of its input (n_embd), not "
         "its head size.",
         fix="Scale by k.shape[-1] ** -0.5, the head size.",
@@ -924,11 +1311,85 @@ CASES: list[Case] = [
         inputs=_randn((16, 64)),
     ),
     Case(
+        name="minference_unscaled_estimate",
+        title="MInference: the softmax that picks the sparse pattern had no 1/sqrt(head_dim)",
+        project="microsoft/MInference",
+        thread="https://github.com/microsoft/MInference/issues/69",
+        kind="bug",
+        group="missing",
+        what="The vertical-and-slash prefill estimates which keys matter from a softmax of the "
+        "last 64 queries against every key; that estimate took q·kᵀ without dividing by "
+        "sqrt(head_dim), so it was far sharper than the attention it stands for, and the "
+        "sparse attention read the keys it picked.",
+        fix="Divide the estimate's q·kᵀ by sqrt(head_dim) (fixed in #70).",
+        build=_MInference,
+        inputs=_randn((16, 64)),
+    ),
+    Case(
+        name="ferrox_gemma3_27b_attention_scale",
+        title="ferrox Gemma-3-27B: 1/sqrt(head_dim) where the model uses 1/sqrt(n_embd/n_head)",
+        project="antonellof/ferrox",
+        thread="https://github.com/antonellof/ferrox/issues/40",
+        kind="bug",
+        group="number",
+        what="The loader set attention_scale = None for every architecture, so the kernel "
+        "applied 1/sqrt(head_dim); Gemma-2-27B and Gemma-3-27B were trained with "
+        "1/sqrt(n_embd / n_head) = 168**-0.5 against a head_dim of 128, which llama.cpp "
+        "applies (here 42 against 32, the same ratio).",
+        fix="Set attention_scale to 1/sqrt(n_embd / n_head) for the 27B models.",
+        build=_FerroxGemma3,
+        inputs=_randn((16, 168)),
+        expected_scale=42**-0.5,
+    ),
+    Case(
+        name="ipex_llm_padded_head_dim_scale",
+        title="ipex-llm: heads zero-padded for sdpa, which took its scale from the padded size",
+        project="intel/ipex-llm",
+        thread="https://github.com/intel/ipex-llm/pull/12619",
+        kind="bug",
+        group="number",
+        what="The head dimension was zero-padded for the fused sdpa kernel, and no attn_scale "
+        "was passed, so the kernel's default scale came from the padded width instead of the "
+        "model's head size (here 20 padded to 32).",
+        fix="Pass attn_scale, computed from the unpadded head size, to sdpa.",
+        build=lambda fixed: _PaddedHeads(fixed, scale_from_real_size=fixed),
+        inputs=_randn((16, 80)),
+    ),
+    Case(
+        name="dfdx_scale_from_model_dim",
+        title="dfdx MultiHeadAttention: divided by sqrt(M), the model size, not sqrt(M/H)",
+        project="chelsea0x3b/dfdx",
+        thread="https://github.com/chelsea0x3b/dfdx/issues/171",
+        kind="bug",
+        group="width",
+        what="The Rust library's MultiHeadAttention scaled the scores by 1/sqrt(M) with M the "
+        "model dimension; each head's keys have M/H dimensions. Modelled on one unbatched "
+        "sequence, as the layer then took it.",
+        fix="Scale by 1/sqrt(M / H).",
+        build=_Dfdx,
+        inputs=lambda g: (torch.randn(16, 64, generator=g),),
+    ),
+    Case(
+        name="timm_attention2d_scale_from_num_heads",
+        title="timm Attention2d: unfused path scaled by num_heads**-0.5",
+        project="huggingface/pytorch-image-models",
+        thread="https://github.com/huggingface/pytorch-image-models/issues/2385",
+        kind="bug",
+        group="width",
+        what="Attention2d set self.scale = num_heads ** -0.5, which only the unfused path "
+        "uses; the fused path leaves sdpa's 1/sqrt(dim_head), so the two paths disagreed. "
+        "The maintainer confirmed the attribute was wrong.",
+        fix="self.scale = dim_head ** -0.5 (PR #2387).",
+        build=_TimmAttention2d,
+        inputs=lambda g: (torch.randn(_BATCH, 64, 4, 4, generator=g),),
+    ),
+    Case(
         name="torch_sdpa_math_sqrt_twice",
         title="torch's sdpa math backend: sqrt taken twice on the scale",
         project="pytorch/pytorch",
         thread="https://github.com/pytorch/pytorch/issues/109366",
         kind="trap",
+        group="split",
         what="The math backend takes the square root of calculate_scale() and multiplies q and "
         "k by it, d^-1/4 each, for numerical stability: the product carries 1/sqrt(d) exactly.",
         fix="",
@@ -941,6 +1402,7 @@ CASES: list[Case] = [
         project="huggingface/diffusers",
         thread="https://github.com/huggingface/diffusers/issues/929",
         kind="trap",
+        group="split",
         what="The scale is split between q and k, d^-1/4 on each, which multiplies to 1/sqrt(d) "
         "on the scores.",
         fix="",
@@ -953,6 +1415,7 @@ CASES: list[Case] = [
         project="google/gemma_pytorch",
         thread="https://github.com/google/gemma_pytorch/issues/71",
         kind="trap",
+        group="purpose",
         what="Unlike the 9B, the 27B model was trained with a scale of 144**-0.5 = "
         "(hidden/heads)**-0.5 while head_dim is 128; asked why, Google answered that the "
         "values follow the official internal implementation (here 36 against 32, the same "
@@ -968,6 +1431,7 @@ CASES: list[Case] = [
         project="dmlc/gluon-nlp",
         thread="https://github.com/dmlc/gluon-nlp/pull/1482",
         kind="trap",
+        group="moved",
         what="T5 (Mesh TensorFlow) applies no scale and initialises the query weights with "
         "std (d_model·d_kv)**-0.5 instead of d_model**-0.5, which gives the same logits at "
         "initialisation.",
@@ -981,6 +1445,7 @@ CASES: list[Case] = [
         project="NVIDIA/Megatron-LM",
         thread="https://github.com/NVIDIA/Megatron-LM/pull/320",
         kind="trap",
+        group="moved",
         what="With apply_query_key_layer_scaling, baddbmm uses alpha = 1/(sqrt(hn)·layer) to "
         "keep fp16 scores small and FusedScaleMaskSoftmax multiplies by layer again in "
         "float32: the softmax sees QKᵀ/sqrt(hn).",
@@ -994,6 +1459,7 @@ CASES: list[Case] = [
         project=_TRANSFORMERS,
         thread="https://github.com/huggingface/transformers/pull/41751",
         kind="trap",
+        group="purpose",
         what="Gemma 3n RMS-normalises q and k per head (with learned gains) and applies no "
         "1/sqrt(head_dim) by design; the PR, from Google, reinstates self.scaling and sets it "
         "to 1.0.",
@@ -1007,6 +1473,7 @@ CASES: list[Case] = [
         project="tensorflow/tensor2tensor",
         thread="https://github.com/tensorflow/tensor2tensor/issues/1197",
         kind="trap",
+        group="moved",
         what="dot_product_attention is a plain softmax(q kᵀ) v; the caller, "
         "multihead_attention, has already multiplied q by key_depth_per_head**-0.5.",
         fix="",
@@ -1019,13 +1486,180 @@ CASES: list[Case] = [
         project="policy-gradient/GRPO-Zero",
         thread="https://github.com/policy-gradient/GRPO-Zero/issues/10",
         kind="trap",
+        group="moved",
         what="The reimplementation drops transformers' self.scaling because "
         "F.scaled_dot_product_attention applies 1/sqrt(head_dim) when scale is not given.",
         fix="",
         build=_GRPOZeroQwen2,
         inputs=_randn((16, 64)),
     ),
+    Case(
+        name="flaubert_query_scaled_before_product",
+        title="FlauBERT / XLM: q divided by sqrt(dim_per_head) before the product",
+        project="getalp/Flaubert",
+        thread="https://github.com/getalp/Flaubert/pull/45",
+        kind="trap",
+        group="moved",
+        what="A pull request called dividing q alone an error and moved the division onto the "
+        "scores; the maintainers answered that scaling q first gives the same scores, and "
+        "closed it (transformers reverted the same change, #22444).",
+        fix="",
+        build=_XLM,
+        inputs=_padded_batch,
+    ),
+    Case(
+        name="tunz_query_scaled_in_place",
+        title="transformer-pytorch: q.mul_(scale) in place, no division of the scores",
+        project="tunz/transformer-pytorch",
+        thread="https://github.com/tunz/transformer-pytorch/issues/8",
+        kind="trap",
+        group="moved",
+        what="Asked where the scores are divided by sqrt(d_k), the author pointed to "
+        "q.mul_(self.scale), with self.scale = att_size ** -0.5, applied in place before the "
+        "product.",
+        fix="",
+        build=_Tunz,
+        inputs=_randn((16, 64)),
+    ),
+    Case(
+        name="lightseq_scale_in_gemm_alpha",
+        title="lightseq: no division after Q·K, the scale is the score GEMM's alpha",
+        project="bytedance/lightseq",
+        thread="https://github.com/bytedance/lightseq/issues/91",
+        kind="trap",
+        group="moved",
+        what="Reported as a missing division by sqrt(d_k); the batched GEMM that computes the "
+        "scores is configured with alpha = 1/sqrt(hidden_size / heads), so the scaling happens "
+        "inside the product.",
+        fix="",
+        build=_LightSeq,
+        inputs=_padded_tokens,
+    ),
+    Case(
+        name="layoutdiffusion_quarter_root_on_q_and_k",
+        title="LayoutDiffusion QKVMultiheadAttention: 1/sqrt(sqrt(attn_ch)) on q and on k",
+        project="ZGCTroy/LayoutDiffusion",
+        thread="https://github.com/ZGCTroy/LayoutDiffusion/issues/13",
+        kind="trap",
+        group="split",
+        what="Compared with CLIP's dim_head ** -0.5 the scale looked wrong; the author "
+        "answered that scale·q·k equals (sqrt(scale)·q)·(sqrt(scale)·k).",
+        fix="",
+        build=_QKVMultiheadAttention,
+        inputs=_randn((16, 64)),
+    ),
+    Case(
+        name="ddpm_attend_scale_from_last_axis",
+        title="denoising-diffusion-pytorch Attend: scale q.shape[-1] ** -0.5",
+        project="lucidrains/denoising-diffusion-pytorch",
+        thread="https://github.com/lucidrains/denoising-diffusion-pytorch/issues/265",
+        kind="trap",
+        group="misread",
+        what="A user asked whether the scale should include the number of heads; q's last "
+        "axis is dim_head, and the user withdrew the question.",
+        fix="",
+        build=_DDPMAttention,
+        inputs=lambda g: (torch.randn(_BATCH, 32, 4, 4, generator=g),),
+    ),
+    Case(
+        name="timm_attention_pool2d_negative_exponent",
+        title="timm AttentionPool2d: scale = head_dim ** -0.5 read as a multiplication by sqrt",
+        project="huggingface/pytorch-image-models",
+        thread="https://github.com/huggingface/pytorch-image-models/issues/1839",
+        kind="trap",
+        group="misread",
+        what="Reported as multiplying the scores by head_dim ** 0.5; the exponent is -0.5, and "
+        "the reporter agreed that the head size, not the embedding size, is right.",
+        fix="",
+        build=_TimmAttentionPool2d,
+        inputs=lambda g: (torch.randn(_BATCH, 64, 4, 4, generator=g),),
+    ),
+    Case(
+        name="gpt2_divides_by_root_of_value_size",
+        title="GPT-2 in transformers: w / v.size(-1) ** 0.5, from TF's w * rsqrt(...)",
+        project=_TRANSFORMERS,
+        thread="https://github.com/huggingface/transformers/issues/14290",
+        kind="trap",
+        group="misread",
+        what="Reported as the opposite of the original TensorFlow code; tf.rsqrt is the "
+        "reciprocal square root, so multiplying by it is dividing by the square root.",
+        fix="",
+        build=_GPT2Eager,
+        inputs=_randn((16, 64)),
+    ),
+    Case(
+        name="openai_gpt2_rsqrt_of_value_size",
+        title="openai/gpt-2: scores times rsqrt of the value size, not the key size",
+        project="openai/gpt-2",
+        thread="https://github.com/openai/gpt-2/issues/49",
+        kind="trap",
+        group="misread",
+        what="The scale is taken from v's last dimension where the paper names the key's; in "
+        "GPT-2 the two are the same size, as the authors answered.",
+        fix="",
+        build=_OpenAIGPT2,
+        inputs=_randn((16, 64)),
+    ),
+    Case(
+        name="mup_attn_mult_over_d",
+        title="muP GPT-2: scores times attn_mult / d, with d the head size",
+        project="microsoft/mup",
+        thread="https://github.com/microsoft/mup/issues/8",
+        kind="trap",
+        group="purpose",
+        what="muTransformers' GPT-2 scales by attn_mult / d instead of 1/sqrt(d): muP's 1/d, "
+        "which keeps the logits of correlated q and k in range as the width grows, with "
+        "attn_mult tuned on the base model and kept. Here the model is 4 times wider than its "
+        "base (head size 32 against 8, attn_mult sqrt(8)).",
+        fix="",
+        build=lambda fixed: _GPT2Eager(fixed, dim=128, attn_mult=8**0.5),
+        inputs=_randn((16, 128)),
+        expected_scale=8**0.5 / 32,
+    ),
+    Case(
+        name="vllm_ascend_scale_from_unpadded_head",
+        title="vllm-ascend Qwen2.5-VL vision: heads padded to 128, scale from the real 80",
+        project="vllm-project/vllm-ascend",
+        thread="https://github.com/vllm-project/vllm-ascend/pull/1958",
+        kind="trap",
+        group="purpose",
+        what="A pull request wanted the scale from the padded head size; the padding columns "
+        "are zeros, which leave every q·k unchanged, so the original head size's scale is the "
+        "right one. The pull request was closed unmerged (here 20 padded to 32).",
+        fix="",
+        build=lambda fixed: _PaddedHeads(fixed, scale_from_real_size=True),
+        inputs=_randn((16, 80)),
+    ),
+    Case(
+        name="llamacpp_gemma3_27b_scale_from_n_embd",
+        title="llama.cpp Gemma-3-27B: Q scaled by 1/sqrt(n_embd/n_head), not the head size",
+        project=_LLAMA_CPP,
+        thread="https://github.com/ggml-org/llama.cpp/pull/13951",
+        kind="trap",
+        group="purpose",
+        what="The pull request first proposed the head size for the 27B models, calling the "
+        "reference configs broken; that description was marked outdated, and llama.cpp kept "
+        "1/sqrt(n_embd / n_head) for the 27B (168 against a head_dim of 128; here 42 against "
+        "32).",
+        fix="",
+        build=_LlamaCppGemma3,
+        inputs=_randn((16, 168)),
+        expected_scale=42**-0.5,
+    ),
 ]
+
+
+#: The kinds of bug and trap, in the order the page shows them: key -> (kind, heading).
+GROUPS: dict[str, tuple[str, str]] = {
+    "missing": ("bug", "The scale is missing, applied twice or in the wrong place"),
+    "inverted": ("bug", "The scale is inverted"),
+    "width": ("bug", "The scale comes from the model width or the head count"),
+    "number": ("bug", "The scale comes from another wrong number"),
+    "moved": ("trap", "The scale is applied somewhere else"),
+    "split": ("trap", "The scale is split between q and k"),
+    "misread": ("trap", "The scale is right but reads wrong"),
+    "purpose": ("trap", "Another scale, on purpose"),
+}
 
 
 #: The finding codes that say "the scale is wrong" (rather than "the logits are large").
