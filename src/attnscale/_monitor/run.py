@@ -209,11 +209,11 @@ class _Reducer:
     def __call__(self, scalars: dict[str, float]) -> dict[str, float]:
         if self.keys is None:  # the first measured step, on every process alike
             self.keys = _agreed_keys(scalars)
-        unseen = not scalars.keys() <= set(self.keys)
-        out, flagged = _reduce(self.keys, scalars, unseen)
-        if flagged:  # every process sees the flag: they all agree again, and reduce again
+        out = _reduce(self.keys, scalars, unseen=not scalars.keys() <= set(self.keys))
+        if out is None:  # every process saw the flag: they all agree again, and reduce again
             self.keys = _agreed_keys(scalars, self.keys)
-            out, _ = _reduce(self.keys, scalars, False)
+            out = _reduce(self.keys, scalars, unseen=False)
+        assert out is not None  # no process has a key outside the union
         return out
 
 
@@ -224,31 +224,30 @@ def _agreed_keys(scalars: dict[str, float], known: list[str] | None = None) -> l
     return sorted({*(known or []), *(k for keys in gathered for k in keys or [])})
 
 
-def _reduce(
-    keys: list[str], scalars: dict[str, float], unseen: bool
-) -> tuple[dict[str, float], bool]:
-    """One ``all_reduce(MAX)``, and one ``all_reduce(SUM)`` if any key is a mean; whether
-    some process flagged a key outside ``keys``."""
+def _reduce(keys: list[str], scalars: dict[str, float], *, unseen: bool) -> dict[str, float] | None:
+    """One ``all_reduce(MAX)``, and one ``all_reduce(SUM)`` if any key is a mean; None, after
+    the first, if some process flagged a key outside ``keys``."""
     dist = torch.distributed
     device = _device()
     kinds = [_kind(k) for k in keys]
-    missing = -math.inf
     # MAX: maxima, negated minima (missing: -inf, which any sent value beats), and the flag
     peaks = [
-        scalars.get(k, missing) if kind == "max" else -scalars.get(k, math.inf)
+        scalars.get(k, -math.inf) if kind == "max" else -scalars.get(k, math.inf)
         for k, kind in zip(keys, kinds, strict=True)
         if kind != "mean"
     ]
     packed = torch.tensor([*peaks, float(unseen)], dtype=torch.float64, device=device)
     dist.all_reduce(packed, op=dist.ReduceOp.MAX)
+    if packed[-1].item() > 0:
+        return None
     means = [k for k, kind in zip(keys, kinds, strict=True) if kind == "mean"]
     totals = None
     if means:  # SUM: the values, then how many processes sent each
-        sent = [k in scalars for k in means]
+        sent = [float(k in scalars) for k in means]
         values = [scalars.get(k, 0.0) for k in means]
-        totals = torch.tensor([*values, *map(float, sent)], dtype=torch.float64, device=device)
+        totals = torch.tensor([*values, *sent], dtype=torch.float64, device=device)
         dist.all_reduce(totals, op=dist.ReduceOp.SUM)
-    return _unpacked(keys, kinds, packed.tolist(), totals), packed[-1].item() > 0
+    return _unpacked(keys, kinds, packed.tolist(), totals)
 
 
 def _unpacked(
