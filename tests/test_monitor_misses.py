@@ -226,3 +226,88 @@ def test_nan_inputs_are_reported_as_nan_inputs() -> None:
     (found,) = [f for f in report.findings if f.code == "non-finite"]
     assert "in q and k" in found.message and "half precision" not in found.message
     assert report.records[0].last.nonfinite_inputs > 0
+
+
+# --- 5 and 6. scores mixed across heads; a softmax over an axis other than the last --------
+
+
+class _HeadsLast(_Heads):
+    """Scores laid out [batch, i, j, heads], the softmax over j (``dim=2``)."""
+
+    def __init__(self, scale: bool) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        q, k, v = self.qkv(x).view(b, n, 3, HEADS, D // HEADS).unbind(2)
+        s = torch.einsum("bihd,bjhd->bijh", q, k)
+        s = s / math.sqrt(D // HEADS) if self.scale else s
+        return torch.einsum("bijh,bjhd->bihd", s.softmax(dim=2), v).flatten(2)
+
+
+class _TransformerXL(_Heads):
+    """Transformer-XL's layout: scores [i, j, batch, heads], causal, the softmax over dim=1."""
+
+    def __init__(self, scale: bool) -> None:
+        super().__init__()
+        self.scale = scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # x: (length, batch, D)
+        n, b, _ = x.shape
+        q, k, v = self.qkv(x).view(n, b, 3, HEADS, D // HEADS).unbind(2)
+        s = torch.einsum("ibnd,jbnd->ijbn", q, k) * (1 / math.sqrt(D // HEADS) if self.scale else 1)
+        future = torch.ones(n, n, dtype=torch.bool).triu(1)[:, :, None, None]
+        p = torch.softmax(s.masked_fill(future, -math.inf), dim=1)
+        return torch.einsum("ijbn,jbnd->ibnd", p, v).flatten(2)
+
+
+class _TalkingHeads(_Heads):
+    """Talking-heads attention: the scores mixed by a learned map over the heads before the
+    softmax, written as an einsum or as ``@`` in a heads-last layout."""
+
+    def __init__(self, scale: bool, heads_last: bool) -> None:
+        super().__init__()
+        self.scale, self.heads_last = scale, heads_last
+        self.mix = nn.Parameter(torch.eye(HEADS) + 0.1 * torch.randn(HEADS, HEADS))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(x)
+        q = q * (D // HEADS) ** -0.5 if self.scale else q
+        s = q @ k.transpose(-2, -1)
+        if self.heads_last:
+            s = (s.permute(0, 2, 3, 1) @ self.mix).permute(0, 3, 1, 2)
+        else:
+            s = torch.einsum("bhij,hg->bgij", s, self.mix)
+        return self.merge(s.softmax(-1) @ v)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda scale: (_HeadsLast(scale), (2, 12, D)),
+        lambda scale: (_TransformerXL(scale), (12, 2, D)),
+        lambda scale: (_TalkingHeads(scale, heads_last=False), (2, 12, D)),
+        lambda scale: (_TalkingHeads(scale, heads_last=True), (2, 12, D)),
+    ],
+    ids=["heads-last", "transformer-xl", "talking-heads", "talking-heads-last"],
+)
+def test_other_layouts_are_attention_and_a_missing_scale_is_found(make: Any) -> None:
+    torch.manual_seed(0)
+    healthy, shape = make(True)
+    report = _report(healthy, torch.randn(*shape))
+    assert _codes(report) == set(), report
+    (record,) = report.records
+    assert record.last.scale_ratio == pytest.approx(1.0, rel=1e-6)
+    assert record.last.shape[-1] == 12 and record.last.num_heads == HEADS  # keys last
+    planted, _ = make(False)
+    assert "scale-mismatch" in _codes(_report(planted, torch.randn(*shape)))
+
+
+def test_a_softmax_over_the_heads_axis_is_not_attention() -> None:
+    class OverHeads(_Heads):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.split(x)
+            return self.merge((q @ k.transpose(-2, -1)).softmax(dim=1) @ v)
+
+    assert _report(OverHeads(), torch.randn(2, 8, D)).records == []

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -64,6 +65,7 @@ from .lineage import (
     einsum_layout,
     einsum_operands,
     head_scales,
+    mean_factor,
     unscaled,
     value,
 )
@@ -225,9 +227,7 @@ class Capture(TorchFunctionMode):
             places = self.places.setdefault((where, kind), {})
             ordinal = places.setdefault(_code_location(), len(places))
         key = (where if ordinal == 0 else f"{where}#{ordinal}", kind)
-        if key not in self.records:
-            self.records[key] = AttentionRecord(where=key[0], kind=kind)
-        return self.records[key]
+        return self.records.get(key) or AttentionRecord(where=key[0], kind=kind)
 
     def _is_parameter(self, t: torch.Tensor) -> bool:
         if isinstance(t, nn.Parameter) or isinstance(t._base, nn.Parameter):
@@ -336,8 +336,10 @@ class Capture(TorchFunctionMode):
         found = _operands(func, args, kwargs)
         if found is None:
             return
+        if self._mixed_across_heads(found[0], found[1], out):
+            return
         self.size_sample(out.shape)
-        a, b, head_dim, factor, q_rows, k_rows = found
+        a, b, head_dim, factor, q_rows, k_rows, (q_axis, k_axis) = found
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
         head_factor, learned = None, False
@@ -362,9 +364,36 @@ class Capture(TorchFunctionMode):
             k_rows=k_rows.detach(),
             q_prescale=self.lineages.prescale(a),
             k_prescale=self.lineages.prescale(b),
+            q_axis=q_axis,
+            k_axis=k_axis,
         )
         self.lineages.set(out, Lineage(product, factor, head_factor=head_factor, learned=learned))
         self._recent.append(product)
+
+    def _mixed_across_heads(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
+        """Whether this product maps scores linearly over their head axis (talking-heads
+        attention: ``einsum("bhij,hg->bgij")``, or ``@`` in a heads-last layout); the result
+        then carries the scores' lineage. Only one axis may change size, the heads'."""
+        for scores, other in ((a, b), (b, a)):
+            lin = self.lineages.of(scores)
+            if lin is None or lin.product is None:
+                continue
+            theirs = self.lineages.of(other)
+            if theirs is not None and theirs.product is not None:
+                return False  # scores times scores: not a map over heads
+            changed = sum(i != j for i, j in zip(scores.shape, out.shape, strict=False))
+            if out.dim() == scores.dim() and changed <= 1:
+                keep = (
+                    lin.factor * mean_factor(lin.head_factor)
+                    if lin.head_factor is not None
+                    else lin.factor
+                )
+                self.lineages.set(
+                    out,
+                    Lineage(lin.product, keep, learned=lin.learned, cap_input=lin.cap_input),
+                )
+            return True
+        return False
 
     def _on_softmax(
         self,
@@ -381,9 +410,24 @@ class Capture(TorchFunctionMode):
             dim = -1
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
             return
-        if dim not in (-1, x.dim() - 1):
+        if not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
             return
-        lin = self.lineages.of(x)
+        lin, given = self.lineages.of(x), x  # the gradient reaches the tensor the model used
+        moved = None  # the query and key axes, where the keys are not the last axis
+        if dim % x.dim() != x.dim() - 1 or (lin is not None and lin.product is not None):
+            if lin is None or lin.product is None:
+                return  # a softmax over another axis, of no product the monitor saw
+            placed = _keys_axis(lin.product, x, dim % x.dim())
+            if placed is None:
+                return
+            product, moved = placed
+            if moved != (x.dim() - 2, x.dim() - 1):
+                lin = dataclasses.replace(lin, product=product, row_shift=None)
+                if lin.mask is not None and lin.mask.shape == x.shape:
+                    lin = dataclasses.replace(lin, mask=_keys_last(lin.mask, moved))
+                x, out = (_keys_last(t, moved) for t in (x, out))
+            else:
+                lin, moved = dataclasses.replace(lin, product=product), None
         if func in EXP and (lin is None or lin.product is None):
             return  # exp of anything but scores is no softmax
         if lin is not None and lin.product is not None:
@@ -437,7 +481,8 @@ class Capture(TorchFunctionMode):
             ),
             **read,
         )
-        self.watch_gradient(x, stats, where, lambda g: self.sample(g, g.dim() - 2))
+        grad = lambda g: self.sample(_keys_last(g, moved), g.dim() - 2)  # noqa: E731
+        self.watch_gradient(given, stats, where, grad)
 
     def _fit(self, x: torch.Tensor, product: Product) -> dict[str, Any]:
         """Least-squares factor c in x ≈ c·product, and its relative residual."""
@@ -529,7 +574,7 @@ class Capture(TorchFunctionMode):
                 per_head = heads().to_dict()
             finally:
                 torch.set_num_threads(own)
-        record = self._site(*site)  # once every statistic is in: a failure leaves no empty site
+        record = self._site(*site)  # kept below, once every statistic is in: no empty site
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):
             # the logits before the scale, where the scale is applied after the product
@@ -554,6 +599,7 @@ class Capture(TorchFunctionMode):
             heads=per_head,
             run_step=0 if self.run is None else self.run.step,
         )
+        self.records.setdefault((record.where, record.kind), record)
         if self.run is None or self.run.keep(record, s):
             record.series.append(s)
         return s
@@ -662,7 +708,15 @@ def _storage(t: torch.Tensor) -> int | None:
         return None
 
 
-_Operands = tuple[torch.Tensor, torch.Tensor, int, float, torch.Tensor, torch.Tensor]
+_Operands = tuple[
+    torch.Tensor,
+    torch.Tensor,
+    int,
+    float,
+    torch.Tensor,
+    torch.Tensor,
+    tuple[int | None, int | None],
+]
 
 
 def _operands(
@@ -680,10 +734,10 @@ def _operands(
         layout = einsum_layout(eq, a, b)
         if layout is None:
             return None
-        a_is_q, head_dim, rows_a, rows_b = layout
+        a_is_q, head_dim, rows_a, rows_b, (axis_a, axis_b) = layout
         if not a_is_q:
-            a, b, rows_a, rows_b = b, a, rows_b, rows_a
-        return a, b, head_dim, 1.0, rows_a(a), rows_b(b)
+            a, b, rows_a, rows_b, axis_a, axis_b = b, a, rows_b, rows_a, axis_b, axis_a
+        return a, b, head_dim, 1.0, rows_a(a), rows_b(b), (axis_a, axis_b)
     first = 1 if func in _BADDBMM else 0
     a = arg(args, kwargs, first, "batch1" if first else "input")
     b = arg(args, kwargs, first + 1, "batch2" if first else "other")
@@ -694,7 +748,8 @@ def _operands(
     if a.dim() < 2 or b.dim() < 2:
         return None
     factor = value(kwargs.get("alpha", args[4] if len(args) > 4 else 1)) if first else 1.0
-    return a, b, int(a.shape[-1]), factor, a, b.transpose(-2, -1)
+    n = max(a.dim(), b.dim())
+    return a, b, int(a.shape[-1]), factor, a, b.transpose(-2, -1), (n - 2, n - 1)
 
 
 def _masked(
@@ -704,6 +759,31 @@ def _masked(
     ``mask_value`` where there is none) or a sink column, as in the sampled statistics."""
     masked = x <= mask_value if mask is None else mask
     return masked if sink is None else masked | sink
+
+
+def _keys_axis(
+    product: Product, x: torch.Tensor, dim: int
+) -> tuple[Product, tuple[int, int]] | None:
+    """The product read so that ``dim``, the softmax's axis, runs over its keys, and the axes
+    of queries and keys; None where ``dim`` is neither (a softmax over heads or batch is no
+    attention), or is not the last axis of scores laid out otherwise than the product."""
+    last = (x.dim() - 2, x.dim() - 1)
+    if product.out.shape != x.shape or product.q_axis is None or product.k_axis is None:
+        return (product, last) if dim == x.dim() - 1 else None
+    if dim == product.q_axis:  # the keys were the first operand
+        product = product.swapped()
+    if dim != product.k_axis or product.q_axis is None:
+        return None
+    return product, (product.q_axis, dim)
+
+
+def _keys_last(t: Any, axes: tuple[int, int] | None) -> Any:
+    """``t`` with the query and key axes moved last, as (..., rows, keys)."""
+    if axes is None or not isinstance(t, torch.Tensor) or t.dim() < 2:
+        return t
+    if axes == (t.dim() - 2, t.dim() - 1):
+        return t
+    return t.movedim(axes, (-2, -1))
 
 
 def _unshifted(x: torch.Tensor, lin: Lineage | None) -> torch.Tensor:

@@ -124,6 +124,24 @@ class Product:
     k_rows: torch.Tensor | None = None
     q_prescale: float = 1.0
     k_prescale: float = 1.0
+    # the axes of ``out`` that run over the queries and over the keys (einsum may put them
+    # anywhere: Transformer-XL's [i, j, batch, heads]); None where the product does not say
+    q_axis: int | None = None
+    k_axis: int | None = None
+
+    def swapped(self) -> Product:
+        """The same product read the other way round: q is k's side."""
+        return dataclasses.replace(
+            self,
+            q=self.k,
+            k=self.q,
+            q_rows=self.k_rows,
+            k_rows=self.q_rows,
+            q_prescale=self.k_prescale,
+            k_prescale=self.q_prescale,
+            q_axis=self.k_axis,
+            k_axis=self.q_axis,
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,7 +240,7 @@ def _rotation_table(b: object, x: torch.Tensor) -> bool:
     return bool((probe.abs() <= 1).all()) and bool((flat.abs() <= 1).all())
 
 
-def _mean_factor(head_factor: torch.Tensor) -> float:
+def mean_factor(head_factor: torch.Tensor) -> float:
     """The geometric mean of per-head factors' sizes, for where the heads cannot be told apart."""
     return float(head_factor.abs().float().log().mean().exp())
 
@@ -401,7 +419,7 @@ class Lineages:
             lin = dataclasses.replace(lin, mask=_rearranged(lin.mask, func, args, kwargs, out))
         kept = first.shape[-3:] == out.shape[-3:]  # heads, rows and keys where they were
         if lin.head_factor is not None and not kept:
-            lin = dataclasses.replace(lin, factor=lin.factor * _mean_factor(lin.head_factor))
+            lin = dataclasses.replace(lin, factor=lin.factor * mean_factor(lin.head_factor))
             lin = dataclasses.replace(lin, head_factor=None)
         if lin.sink is not None and out.shape[-1:] != first.shape[-1:]:
             lin = dataclasses.replace(lin, sink=None)
@@ -566,9 +584,10 @@ def _rows(letters: str, contracted: list[str]) -> _Rows:
 
 def einsum_layout(
     eq: str, a: torch.Tensor, b: torch.Tensor
-) -> tuple[bool, int, _Rows, _Rows] | None:
-    """(whether a is the query side, head_dim, and how to lay a and b out as rows) of a
-    two-operand einsum, if it is q·kᵀ-like."""
+) -> tuple[bool, int, _Rows, _Rows, tuple[int | None, int | None]] | None:
+    """(whether a is the query side, head_dim, how to lay a and b out as rows, and the
+    output axes that come from a alone and from b alone) of a two-operand einsum, if it is
+    q·kᵀ-like. The softmax's axis tells later which of those two is the keys'."""
     if "->" not in eq or eq.count(",") != 1:
         return None
     spelled = _without_ellipsis(eq, a, b)
@@ -586,7 +605,10 @@ def einsum_layout(
         return None
     sizes = dict(zip(ia, a.shape, strict=True))
     head_dim = math.prod(int(sizes[c]) for c in contracted)
-    return out[-2] in ia, head_dim, _rows(ia, contracted), _rows(ib, contracted)
+    only_a = [i for i, c in enumerate(out) if c in ia and c not in ib]
+    only_b = [i for i, c in enumerate(out) if c in ib and c not in ia]
+    axes = (only_a[-1] if only_a else None, only_b[-1] if only_b else None)
+    return out[-2] in ia, head_dim, _rows(ia, contracted), _rows(ib, contracted), axes
 
 
 def head_scales(
@@ -600,7 +622,7 @@ def head_scales(
     heads = hf.reshape(-1, *hf.shape[-3:])[0, :, 0, 0] if len(shape) >= 3 else hf.reshape(1)
     if bool((heads == heads[0]).all()):
         return factor * float(heads[0]), None
-    return factor * _mean_factor(heads), tuple(factor * float(h) for h in heads)
+    return factor * mean_factor(heads), tuple(factor * float(h) for h in heads)
 
 
 def unscaled(t: torch.Tensor, factor: float) -> torch.Tensor:
