@@ -32,10 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
 
 import torch
 
 from .. import _checks
+from . import structure
 
 __all__ = ["HeadStats", "head_stats", "head_stats_of_logits"]
 
@@ -60,6 +62,13 @@ class HeadStats:
     rows: torch.Tensor  # query rows with at least one unmasked key
     entropy_rows: torch.Tensor  # ... with at least two: the entropy's weight
     masked: torch.Tensor  # query rows with none
+    sink_key: torch.Tensor  # the key most rows put their largest weight on
+    sink_weight: torch.Tensor  # the mean weight on it
+    rest_entropy: torch.Tensor  # the entropy of the rest of each row, without the sink key
+    rest_mass: torch.Tensor  # the rows' weight off the sink: the rest entropy's weight
+    rest_rows: torch.Tensor  # rows with two or more keys besides the sink
+    positional_share: torch.Tensor  # the share of rows that look at the most common offset
+    positional_offset: torch.Tensor  # that offset, key - query position
 
     @property
     def max_abs_logit(self) -> torch.Tensor:
@@ -87,6 +96,11 @@ class HeadStats:
             "masked_rows": self.masked_rows,
             "max_abs_qk": self.max_abs_qk,
             "rows": self.rows,
+            "sink_key": self.sink_key,
+            "sink_weight": self.sink_weight,
+            "rest_entropy": self.rest_entropy,
+            "positional_share": self.positional_share,
+            "positional_offset": self.positional_offset,
         }
         return {
             name: [v if math.isfinite(v) else None for v in t.tolist()]
@@ -101,7 +115,11 @@ class HeadStats:
         return torch.where(self.max_logit > tau, tau / safe, torch.ones_like(safe))
 
     def merge(self, other: HeadStats) -> HeadStats:
-        """The statistics of both sets of rows: maxima of maxima, weighted means of means."""
+        """The statistics of both sets of rows: maxima of maxima, weighted means of means.
+
+        A head's sink key and most common offset merge exactly where both sets agree on them
+        (as the rows of one sink or positional head do); where they differ, the larger set's
+        key (offset) is kept, with what that set alone measured of it."""
 
         def mean(
             a: torch.Tensor, b: torch.Tensor, wa: torch.Tensor, wb: torch.Tensor
@@ -120,7 +138,46 @@ class HeadStats:
             rows=self.rows + other.rows,
             entropy_rows=self.entropy_rows + other.entropy_rows,
             masked=self.masked + other.masked,
+            **_merged_structure(self, other, mean),
         )
+
+
+def _merged_structure(
+    a: HeadStats, b: HeadStats, mean: Callable[..., torch.Tensor]
+) -> dict[str, torch.Tensor]:
+    """The sink and positional fields of two sets of rows (see ``HeadStats.merge``)."""
+    ra, rb = a.entropy_rows, b.entropy_rows
+    # where the two differ, the larger set's alone: the other's weight becomes 0
+    same_key = a.sink_key == b.sink_key
+    wa, wb = _keep(same_key, ra, rb)
+    weight = mean(a.sink_weight, b.sink_weight, wa, wb) * (wa + wb) / (ra + rb).clamp_min(1)
+    ma, mb = (
+        torch.where((w > 0) & s.rest_entropy.isfinite(), s.rest_mass, 0.0)
+        for w, s in ((wa, a), (wb, b))
+    )
+    mass, rest_rows = a.rest_mass + b.rest_mass, a.rest_rows + b.rest_rows
+    rest = mean(a.rest_entropy, b.rest_entropy, ma, mb)
+    floor = (ma + mb > 0) & (mass >= structure.REST_FLOOR * rest_rows)
+    same_offset = a.positional_offset == b.positional_offset
+    ca, cb = (s.positional_share.nan_to_num(0.0) * r for s, r in ((a, ra), (b, rb)))
+    pa, pb = _keep(same_offset, ca, cb)
+    return {
+        "sink_key": torch.where(wa > 0, a.sink_key, b.sink_key),
+        "sink_weight": weight,
+        "rest_entropy": torch.where(floor, rest, math.nan),
+        "rest_mass": mass,
+        "rest_rows": rest_rows,
+        "positional_share": _mean(pa + pb, ra + rb),
+        "positional_offset": torch.where(pa > 0, a.positional_offset, b.positional_offset),
+    }
+
+
+def _keep(
+    same: torch.Tensor, a: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The weights ``a`` and ``b`` where ``same``; elsewhere the larger one's alone (a's on a
+    tie), the other 0."""
+    return torch.where(same | (a >= b), a, 0.0), torch.where(same | (b > a), b, 0.0)
 
 
 @torch.no_grad()
@@ -182,7 +239,8 @@ def head_stats(
         some = state.n >= 1
         size = torch.maximum(state.m.abs(), state.low.abs()) / abs(c) if c else math.nan
         raw = torch.where(some, size, 0.0)
-    return state.per_head(_per_head(raw[None], group, "max")[0], group)
+    at_key = _sink_logits_of_qk(qg, kt, c, masks)
+    return state.per_head(_per_head(raw[None], group, "max")[0], group, at_key)
 
 
 def _qk_whole_rows(
@@ -208,8 +266,8 @@ def _qk_whole_rows(
             return None
         n = torch.as_tensor(visible, dtype=x.dtype, device=x.device).broadcast_to(folded[0].shape)
         parts.append((*folded, n, raw.broadcast_to(folded[0].shape)))
-    m, s, t, low, first, n, raw = (torch.cat(f, -1) for f in zip(*parts, strict=True))
-    return _Rows(m, s, t, low, n, first), raw
+    m, s, t, low, first, top, second, n, raw = (torch.cat(f, -1) for f in zip(*parts, strict=True))
+    return _Rows(m, s, t, low, n, first, top, second), raw
 
 
 def _qk_by_key_chunks(
@@ -229,13 +287,13 @@ def _qk_by_key_chunks(
             break
         x = qg[..., r0:, :] @ kt[..., cols]  # (B, kv_heads, rows, c)
         bias, visible = masks.chunk(cols, r0)
-        high = low = None
+        low = None
         if not skip:  # every product formed counts, masked or not
             hi, lo = x.amax(-1), x.amin(-1)
             raw[..., r0:] = torch.maximum(raw[..., r0:], torch.maximum(hi, -lo))
-            if bias is None:  # the row's extremes are those just taken, scaled
-                high, low = torch.maximum(hi * c, lo * c), torch.minimum(hi * c, lo * c)
-        state.add(x.mul_(c), bias, high, low, keys=visible, rows=slice(r0, None), first=j == 0)
+            if bias is None:  # the row's minimum is among those just taken, scaled
+                low = torch.minimum(hi * c, lo * c)
+        state.add(x.mul_(c), bias, low, keys=visible, rows=slice(r0, None), start=j)
     return state, raw
 
 
@@ -243,10 +301,11 @@ def _fold(
     x: torch.Tensor, bias: torch.Tensor | None, work: torch.dtype, own: bool
 ) -> tuple[torch.Tensor, ...] | None:
     """One block of whole rows of logits (..., rows, keys): each row's max, sum
-    s = Σ e^(x-max), entropy term t = Σ e^(x-max)·(x-max), min and first logit (the
-    ``_Rows`` fields), with ``bias`` (-inf where masked) added; ``x`` is used up if ``own``.
-    None where a row holds NaN, +inf or an unmasked -inf, which the key-chunk paths leave
-    out. Every pass reads the block from memory, so there are as few as can be."""
+    s = Σ e^(x-max), entropy term t = Σ e^(x-max)·(x-max), min and first logit, and the
+    indices of its largest and second largest keys (the ``_Rows`` fields), with ``bias``
+    (-inf where masked) added; ``x`` is used up if ``own``. None where a row holds NaN, +inf
+    or an unmasked -inf, which the key-chunk paths leave out. Every pass reads the block from
+    memory, so there are as few as can be."""
     low = None
     if bias is not None:
         # masked: not the row's minimum
@@ -254,7 +313,7 @@ def _fold(
         x = x.add_(bias) if own else torch.add(x, bias)
     elif not own:
         x = x.to(work, copy=True)
-    high = x.amax(-1)
+    high, top, second = structure.top_two(x)
     low = x.amin(-1) if low is None else low
     if bool((high.isnan() | (high == math.inf) | low.isnan() | (low == -math.inf)).any()):
         return None
@@ -264,7 +323,7 @@ def _fold(
     xc = x.sub_(ref.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
     p = torch.softmax(xc, -1)
     s = p.amax(-1).reciprocal()  # the largest entry is e^0 / s
-    return high, s, s * p.mul_(xc).sum(-1), low, first
+    return high, s, s * p.mul_(xc).sum(-1), low, first, top, second
 
 
 @torch.no_grad()
@@ -275,6 +334,7 @@ def head_stats_of_logits(
     raw: torch.Tensor | None = None,
     probs: torch.Tensor | None = None,
     chunk: int | None = None,
+    first_row: int = 0,
 ) -> HeadStats:
     """The same statistics from softmax inputs that already exist, (..., heads, L, S).
 
@@ -283,9 +343,12 @@ def head_stats_of_logits(
     them). ``raw`` is the product before the scale, for ``max_abs_qk`` (NaN
     without it). ``probs``, the softmax of ``logits`` over the last axis as the model
     computed it (float32 or float64), saves the exponentials: the statistics then take a
-    few passes that read it (see ``_from_probabilities``).
+    few passes that read it (see ``_from_probabilities``). ``first_row`` is the query
+    position of the first row, where the logits are a block of rows cut from a longer call:
+    the positional offsets count from it.
     """
     *batch, heads, length, keys = logits.shape
+    first_row = _checks.integer(first_row, "first_row", low=0, high=2**62)
     work = torch.float64 if logits.dtype == torch.float64 else torch.float32
     x = logits.detach().reshape(-1, heads, length, keys)
     if chunk is None:
@@ -308,7 +371,8 @@ def head_stats_of_logits(
         # the product's own shape: sink columns may follow it in the logits
         r = raw.detach().reshape(-1, heads, raw.shape[-2] * raw.shape[-1])  # no |raw| copy
         size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
-    return state.per_head(size, 1)
+    at_key = _sink_logits_of(x, None if masked is None else masked.detach(), logits.shape, work)
+    return state.per_head(size, 1, at_key, first_row)
 
 
 def _from_probabilities(
@@ -333,26 +397,32 @@ def _from_probabilities(
     parts = []
     for rows in _row_blocks(length, keys, chunk):
         xw = x[:, :, rows].to(work)  # the model's own tensor where it already is: never written
-        high = m = xw.amax(-1)
         if inf is None:
+            top_value, top = xw.max(-1, keepdim=True)
+            high = m = top_value.squeeze(-1)
             low = xw.amin(-1)
+            centred = torch.sub(xw, top_value)
+            second = structure.second_largest(centred, top, torch.zeros_like(top_value))
         else:
             here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
             low = _smallest_visible(xw, here)
-            m = torch.sub(xw, here).amax(-1)  # the largest visible entry
+            high = xw.amax(-1)
+            # m: the largest visible entry (masked ones at -inf here)
+            m, top, second = structure.top_two(torch.sub(xw, here))
+            centred = torch.sub(xw, m.unsqueeze(-1))
         # below e^-80 a term is lost against the top one's 1: masked entries (-inf or
         # finfo.min) become -80 with a probability of 0, and add nothing
-        centred = torch.sub(xw, m.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
+        centred = centred.clamp_min_(-_EXP_FLOOR)
         pmax = p[:, :, rows].amax(-1).to(work)
         t = centred.mul_(p[:, :, rows]).sum(-1)
         ok = (m == high) & torch.isfinite(low) & torch.isfinite(t) & (pmax > 0)
-        parts.append((m, pmax, t, low, xw[..., 0], ok))
-    m, pmax, t, low, first, ok = (torch.cat(f, -1) for f in zip(*parts, strict=True))
+        parts.append((m, pmax, t, low, xw[..., 0], top.reshape(m.shape), second, ok))
+    m, pmax, t, low, first, top, second, ok = (torch.cat(f, -1) for f in zip(*parts, strict=True))
     count = torch.full_like(m, keys) if n is None else n.broadcast_to(m.shape)
     if not bool(torch.where(count >= 1, ok, True).all()):
         return None
     s = pmax.reciprocal()
-    return _Rows(m, s, s * t, low, count, first)
+    return _Rows(m, s, s * t, low, count, first, top, second)
 
 
 def _row_blocks(length: int, keys: int, chunk: int) -> list[slice]:
@@ -383,9 +453,9 @@ def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -
         if folded is None:
             return None
         parts.append(folded)
-    m, s, t, low, first = (torch.cat(f, -1) for f in zip(*parts, strict=True))
+    m, s, t, low, first, top, second = (torch.cat(f, -1) for f in zip(*parts, strict=True))
     n = torch.as_tensor(visible, dtype=work, device=x.device).broadcast_to(m.shape).clone()
-    return _Rows(m, s, t, low, n, first)
+    return _Rows(m, s, t, low, n, first, top, second)
 
 
 def _by_key_chunks(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -> _Rows:
@@ -404,7 +474,7 @@ def _by_key_chunks(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int
             bias = extra if bias is None else bias + extra
             visible = (bias > -math.inf).sum(-1)
             xj.masked_fill_(bad, 0.0)
-        state.add(xj, bias, None, None, keys=visible, rows=slice(None), first=j == 0)
+        state.add(xj, bias, None, keys=visible, rows=slice(None), start=j)
     return state
 
 
@@ -463,6 +533,23 @@ class _Masks:
             return None, width
         return bias, (bias > -math.inf).sum(-1)
 
+    def at(self, keys: torch.Tensor) -> torch.Tensor | None:
+        """The bias of one key per query head (``keys``, (kv_heads, group)) in every row:
+        (B or 1, kv_heads, L · group), -inf where masked; None where nothing is masked."""
+        bias = None
+        if self.mask is not None:
+            m = self.mask  # (B', heads or 1, L or 1, S)
+            m = m.expand(m.shape[0], keys.numel(), *m.shape[2:])
+            at = keys.reshape(1, -1, 1, 1).expand(*m.shape[:3], 1)
+            bias = self._rows(self._additive(m.gather(-1, at))).squeeze(-1)
+        if self.is_causal:  # the key of each row's head, against the row's query position
+            key = keys.view(self.kv_heads, 1, self.group).expand(-1, self.length, -1)
+            key = key.reshape(self.kv_heads, -1)
+            causal = torch.zeros(key.shape, dtype=self.dtype, device=key.device)
+            causal.masked_fill_(key > self.rows, -math.inf)
+            bias = causal if bias is None else bias + causal
+        return bias
+
     def block(self, r0: int, r1: int, width: int) -> tuple[torch.Tensor | None, torch.Tensor | int]:
         """The bias of rows ``r0:r1`` (in L · group order) and keys ``0:width``, every row
         included, and the visible keys per row."""
@@ -508,7 +595,9 @@ class _Masks:
 
 class _Rows:
     """The online-softmax state of every query row: running max m, sum s = Σ e^(x-m),
-    entropy term t = Σ e^(x-m)·(x-m), row min, unmasked count, and the first key's logit."""
+    entropy term t = Σ e^(x-m)·(x-m), row min, unmasked count, the first key's logit, and the
+    indices of the largest and second largest keys (with the second's logit ``m2``, kept
+    while chunks of keys are folded in)."""
 
     def __init__(
         self,
@@ -518,32 +607,38 @@ class _Rows:
         low: torch.Tensor,
         n: torch.Tensor,
         first: torch.Tensor,
+        top: torch.Tensor,
+        second: torch.Tensor,
+        m2: torch.Tensor | None = None,
     ) -> None:
         self.m, self.s, self.t, self.low, self.n, self.first = m, s, t, low, n, first
+        self.top, self.second, self.m2 = top, second, m2
 
     @classmethod
     def empty(cls, shape: torch.Size, dtype: torch.dtype, device: torch.device) -> _Rows:
         inf = math.inf
-        start = torch.tensor([-inf, 0.0, 0.0, inf, 0.0, -inf], dtype=dtype, device=device)
-        return cls(*start.reshape(6, *[1] * len(shape)).repeat(1, *shape).unbind())
+        start = torch.tensor([-inf, 0.0, 0.0, inf, 0.0, -inf, -inf], dtype=dtype, device=device)
+        m, s, t, low, n, first, m2 = start.reshape(7, *[1] * len(shape)).repeat(1, *shape)
+        index = torch.zeros(shape, dtype=torch.long, device=device)
+        return cls(m, s, t, low, n, first, index, index.clone(), m2)
 
     def add(
         self,
         x: torch.Tensor,
         bias: torch.Tensor | None,
-        high: torch.Tensor | None,
         low: torch.Tensor | None,
         *,
         keys: torch.Tensor | int,
         rows: slice,
-        first: bool,
+        start: int,
     ) -> None:
-        """Fold one chunk of logits (..., rows, c) of the rows ``rows`` into the state.
+        """Fold one chunk of logits (..., rows, c) of the rows ``rows``, keys from ``start``
+        on, into the state.
 
         ``x`` is used up: every full-size pass runs in place on it (a new tensor of that size
         costs more than the pass). ``bias`` (0 or -inf where masked, or a float mask's
-        values) is added, ``high`` and ``low`` are the chunk's row extremes where already
-        known, ``keys`` the visible keys per row.
+        values) is added, ``low`` is the chunk's row minimum where already known, ``keys``
+        the visible keys per row.
         """
         if bias is not None:
             # a bias with fewer rows than x covers its first rows; the others see every key
@@ -554,10 +649,9 @@ class _Rows:
                 if part < x.shape[-2]:
                     low = torch.cat([low, x[..., part:, :].amin(-1)], -1)
             head.add_(bias)  # masked: -inf
-        if first:
+        if start == 0:
             self.first[..., rows] = x[..., 0]
-        if high is None:
-            high = x.amax(-1)
+        high = self._top_two(x, rows, start)
         if low is None:
             low = x.amin(-1)
         self.low[..., rows] = torch.minimum(self.low[..., rows], low)
@@ -578,8 +672,29 @@ class _Rows:
         self.t[..., rows] = t_new + e.mul_(xc).sum(-1)
         self.m[..., rows] = m_new
 
-    def per_head(self, raw: torch.Tensor, group: int) -> HeadStats:
-        """Reduce the rows to one value per query head (``raw``: max |q·k| per head)."""
+    def _top_two(self, x: torch.Tensor, rows: slice, start: int) -> torch.Tensor:
+        """Fold the chunk's largest and second largest keys into the rows' (the earlier key on
+        a tie), before ``m`` is updated; return the chunk's row maxima."""
+        high, top, second = structure.top_two(x)
+        top, second = top + start, second + start
+        runner = x.gather(-1, (second - start).unsqueeze(-1)).squeeze(-1)
+        m, m2 = self.m[..., rows], self.m2[..., rows]  # type: ignore[index]
+        i1, i2 = self.top[..., rows], self.second[..., rows]
+        ahead = high > m  # the chunk's largest is the row's new largest
+        # the new second: the larger of the row's old second and the chunk's largest, or,
+        # where the chunk's largest is ahead, of the row's old largest and the chunk's second
+        old, old_i = torch.where(ahead, m, m2), torch.where(ahead, i1, i2)
+        new, new_i = torch.where(ahead, runner, high), torch.where(ahead, second, top)
+        self.m2[..., rows] = torch.where(new > old, new, old)  # type: ignore[index]
+        self.second[..., rows] = torch.where(new > old, new_i, old_i)
+        self.top[..., rows] = torch.where(ahead, top, i1)
+        return high
+
+    def per_head(
+        self, raw: torch.Tensor, group: int, at_key: _AtKey, first_row: int = 0
+    ) -> HeadStats:
+        """Reduce the rows to one value per query head (``raw``: max |q·k| per head;
+        ``at_key``: each row's logit at one key per head, see ``_structure``)."""
         live, some = self.n >= 2, self.n >= 1
         log_s = self.s.log()  # rows that see a key have s >= 1
         lse = self.m + log_s
@@ -607,7 +722,81 @@ class _Rows:
             rows=n_some,
             entropy_rows=n_live,
             masked=n_masked,
+            **self._structure(group, at_key, first_row),
         )
+
+    def _structure(self, group: int, at_key: _AtKey, first_row: int) -> dict[str, torch.Tensor]:
+        """Each head's sink key and most common offset (see ``structure``). ``at_key`` gives,
+        for one key per query head, every row's logit there and whether the row sees it, as
+        (B, kv_heads, L · group) tensors; query i of the rows is at position first_row + i."""
+
+        def by_head(t: torch.Tensor) -> torch.Tensor:  # (B, kv, L·group) -> (B, heads, L)
+            b, kv, rows = self.m.shape
+            t = t.expand(b, kv, rows).reshape(b, kv, rows // group, group)
+            return t.transpose(2, 3).reshape(b, kv * group, rows // group)
+
+        live, top, second = by_head(self.n >= 2), by_head(self.top), by_head(self.second)
+        sink = structure.sink_keys(top, live)
+        logit, seen = at_key(sink)
+        log_s = self.s.log()
+        p0 = torch.where(seen, (logit - self.m - log_s).exp(), 0.0)
+        entropy = torch.where(self.n >= 1, log_s - self.t / self.s, 0.0)
+        pos = torch.arange(live.shape[-1], device=live.device) + first_row
+        found = structure.head_structure(
+            **{k: by_head(v) for k, v in (("entropy", entropy), ("n", self.n), ("p0", p0))},
+            seen=by_head(seen),
+            top=top,
+            second=second,
+            sink=sink,
+            pos=pos,
+        )
+        rest = structure.rest_entropy(found["rest_sum"], found["rest_mass"], found["rest_rows"])
+        kept = ("sink_key", "sink_weight", "rest_mass", "rest_rows", "positional_share")
+        return {
+            **{k: found[k] for k in kept},
+            "rest_entropy": rest,
+            "positional_offset": found["positional_offset"],
+        }
+
+
+#: For one key per query head (heads,), every row's logit there and whether the row sees it.
+_AtKey = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+
+
+def _sink_logits_of_qk(qg: torch.Tensor, kt: torch.Tensor, c: float, masks: _Masks) -> _AtKey:
+    """``at_key`` for logits c·q·k + mask, from q (B, kv_heads, L · group, d) and kᵀ
+    (B, kv_heads, d, S): one product per row."""
+
+    def at_key(sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, kv, rows, d = qg.shape
+        keys = sink.view(kv, masks.group)  # the sink key of each query head, by key head
+        k = kt.gather(-1, keys.view(1, kv, 1, -1).expand(b, kv, d, -1))  # (B, kv, d, group)
+        q = qg.reshape(b, kv, rows // masks.group, masks.group, d)
+        logit = (q * k.transpose(-2, -1).unsqueeze(2)).sum(-1).reshape(b, kv, rows) * c
+        bias = masks.at(keys)
+        logit = logit if bias is None else logit + bias
+        return logit, torch.isfinite(logit)
+
+    return at_key
+
+
+def _sink_logits_of(
+    x: torch.Tensor, masked: torch.Tensor | None, shape: torch.Size, work: torch.dtype
+) -> _AtKey:
+    """``at_key`` for given logits ``x`` (B, heads, L, S), the logits of ``shape`` with their
+    batch axes flattened, and the entries ``masked`` (broadcastable to ``shape``)."""
+
+    def at_key(sink: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        at = sink.view(1, -1, 1, 1).expand(*x.shape[:-1], 1)
+        logit = x.gather(-1, at).squeeze(-1).to(work)
+        seen = torch.isfinite(logit)
+        if masked is not None:
+            full = masked.broadcast_to(shape)
+            full = full.reshape(x.shape) if full.dim() != 4 else full
+            seen &= ~full.gather(-1, at).squeeze(-1)
+        return logit, seen
+
+    return at_key
 
 
 def _mean(total: torch.Tensor, n: torch.Tensor) -> torch.Tensor:

@@ -91,8 +91,17 @@ class AttentionStats:
     joined to the scores as attention sinks (``torch.cat`` with columns that are not
     q·k) are left out of the key set; ``sink_share`` is the mean probability they take.
     ``head_normalized_entropy`` and ``head_first_key_weight`` hold, per head, the mean
-    normalised entropy and the mean weight on key 0 over the sampled rows: a head that puts
-    most of its mass on the first key is an attention sink, not a collapsed head.
+    normalised entropy and the mean weight on key 0 over the sampled rows. The other
+    ``head_*`` fields describe each head's structure (see ``attnscale._monitor.structure``):
+    ``head_sink_key`` is the key most of its rows put their largest weight on and
+    ``head_sink_weight`` the mean weight on it (a head that puts most of its mass on one key,
+    the first token or a delimiter, is an attention sink); ``head_rest_entropy`` is the mean
+    normalised entropy of the rest of each row without that key, renormalised, weighted by
+    the rest's mass (NaN where the rows leave under 0.1% off it); ``head_positional_share`` is
+    the share of rows whose largest key (the second largest, where the largest is the sink
+    key) lies at the head's most common offset from the query, ``head_positional_offset``
+    (-1: the previous token; 0: the token itself). A sink head is checked for collapse on its
+    rest entropy, and a positional head is not read as collapsed.
 
     ``qk_norm_cv`` is how much the row norms of q and k vary (their larger coefficient of
     variation): about 0 when q and k are normalised per head (QK-norm, cosine attention).
@@ -151,6 +160,11 @@ class AttentionStats:
     sink_share: float | None = None
     head_normalized_entropy: tuple[float, ...] | None = None
     head_first_key_weight: tuple[float, ...] | None = None
+    head_sink_key: tuple[float, ...] | None = None
+    head_sink_weight: tuple[float, ...] | None = None
+    head_rest_entropy: tuple[float, ...] | None = None
+    head_positional_share: tuple[float, ...] | None = None
+    head_positional_offset: tuple[float, ...] | None = None
     qk_norm_cv: float | None = None
     logit_bound: float | None = None
     keys: int | None = None

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from . import structure
+
 __all__ = ["logit_stats", "qk_spreads"]
 
 
@@ -51,7 +53,9 @@ def logit_stats(
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
     # centred on the row maximum: the valid logits minus it (<= 0), the others -inf
     centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
-    out = _spread(centred, top, invalid, count) | _probabilities(centred, count, saturation)
+    out = _spread(centred, top, invalid, count) | _probabilities(
+        centred, count, saturation, invalid, rows
+    )
     empty = count == 0  # (..., rows): no valid key at all
     if finite is not None:  # a row of NaN has no valid key either, but no mask made it so
         empty &= ~(~finite & ~masked).any(-1)
@@ -170,13 +174,21 @@ def _zero(x: torch.Tensor) -> torch.Tensor:
     return torch.zeros((), dtype=x.dtype, device=x.device)
 
 
-def _probabilities(centred: torch.Tensor, count: torch.Tensor, saturation: float) -> dict[str, Any]:
+def _probabilities(
+    centred: torch.Tensor,
+    count: torch.Tensor,
+    saturation: float,
+    invalid: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> dict[str, Any]:
     """Entropy, largest probability and saturation of the softmax over the valid keys, and per
-    head the mean normalized entropy and weight on key 0.
+    head the mean normalized entropy, the weight on key 0 and the head's structure (its sink
+    key and positional pattern, see ``structure``).
 
-    ``centred`` holds the valid logits minus their row maximum and -inf elsewhere; it is
-    overwritten.
+    ``centred`` holds the valid logits minus their row maximum and -inf elsewhere (``invalid``);
+    it is overwritten. ``rows``: the query position of each row.
     """
+    tops = structure.top_two(centred)[1:]  # before the clamp below: masked entries still -inf
     # from max-centred logits xc <= 0: exp cannot overflow and the top entry's term is exactly
     # 1, so the row sum S >= 1, the largest probability is 1/S, and the entropy
     # log S - sum(e·xc)/S is a sum of two terms >= 0 (computed as lse - sum(p x) on
@@ -188,9 +200,10 @@ def _probabilities(centred: torch.Tensor, count: torch.Tensor, saturation: float
     e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
     total = e.sum(-1).clamp_min(1.0)  # (..., rows); rows with no valid key are dropped below
     first = e[..., 0] / total  # (..., rows): the weight on key 0, where attention sinks form
-    ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
     # rows with one valid key are one-hot by construction: not evidence of saturation
     live = count >= 2  # (..., rows)
+    sink, p0, seen = _sink_weight(e, total, invalid, tops, live)  # before e is overwritten
+    ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
     zero = _zero(xc)
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
     pmax = torch.where(live, total.reciprocal(), zero)
@@ -215,7 +228,12 @@ def _probabilities(centred: torch.Tensor, count: torch.Tensor, saturation: float
     ).tolist()
     nan = math.nan
     head_entropy, head_first = head_values.tolist()
+    length = xc.shape[-2] if xc.dim() >= 2 else 1
+    pos = rows if rows is not None and rows.numel() == length else torch.arange(length)
+    by_head = {"entropy": ent, "n": count, "p0": p0, "seen": seen, "top": tops[0]}
+    shaped = {k: _by_head(v, xc.dim()) for k, v in (*by_head.items(), ("second", tops[1]))}
     return {
+        **_head_structure(structure.head_structure(**shaped, sink=sink, pos=pos)),
         "entropy": ent_sum / n_rows if n_rows else nan,
         "normalized_entropy": frac_sum / n_rows if n_rows else nan,
         "min_head_normalized_entropy": min_head_f if n_rows else nan,
@@ -224,6 +242,37 @@ def _probabilities(centred: torch.Tensor, count: torch.Tensor, saturation: float
         "max_probability": pmax_sum / n_rows if n_rows else nan,
         "saturated_fraction": sat / n_rows if n_rows else 0.0,
     }
+
+
+def _by_head(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """A per-row tensor of logits with ``dim`` axes, (..., heads, rows), as (N, heads, rows);
+    without a heads axis (fewer than three), one head."""
+    return t.reshape(math.prod(t.shape[:-2]), *t.shape[-2:]) if dim >= 3 else t.reshape(1, 1, -1)
+
+
+def _sink_weight(
+    e: torch.Tensor,
+    total: torch.Tensor,
+    invalid: torch.Tensor,
+    tops: tuple[torch.Tensor, torch.Tensor],
+    live: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each head's sink key (the key most of its rows put their largest weight on), and per
+    row the weight on it (``e / total`` there) and whether it is a valid key of the row."""
+    sink = structure.sink_keys(_by_head(tops[0], e.dim()), _by_head(live, e.dim()))
+    shape = [-1, 1, 1] if e.dim() >= 3 else [1] * e.dim()
+    at = sink.reshape(shape).expand(*e.shape[:-1], 1)
+    seen = ~invalid.expand_as(e).gather(-1, at).squeeze(-1)
+    return sink, torch.where(seen, e.gather(-1, at).squeeze(-1) / total, 0.0), seen
+
+
+def _head_structure(found: dict[str, torch.Tensor]) -> dict[str, tuple[float, ...]]:
+    """The per-head structure as tuples of floats (NaN where a head has no row to measure)."""
+    rest = structure.rest_entropy(found["rest_sum"], found["rest_mass"], found["rest_rows"])
+    names = ("sink_key", "sink_weight", "positional_share", "positional_offset")
+    values = torch.stack([found[k] for k in names] + [rest]).tolist()
+    shown = dict(zip([*names, "rest_entropy"], values, strict=True))
+    return {f"head_{k}": tuple(v) for k, v in shown.items()}
 
 
 def _share(

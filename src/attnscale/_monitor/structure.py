@@ -1,0 +1,142 @@
+r"""Per-head structure of attention rows: a sink key, and a fixed offset.
+
+A head can have a low entropy and be healthy, in two ways that its rows show:
+
+- **a sink**: its rows park much of their mass on one key, the same key in every row (the
+  first token, or a delimiter). Its entropy is low by construction; what can collapse is the
+  rest of each row. For a row with weight $p_0$ on the sink and entropy $H$, the rest,
+  renormalised, has entropy $H_\text{rest} = (H - h_b(p_0)) / (1 - p_0)$, with $h_b$ the
+  binary entropy, out of at most $\log(n - 1)$ over the other $n - 1$ keys.
+- **a positional pattern**: its rows put their largest weight at one fixed offset from the
+  query (the previous token, the token itself). That is a one-hot row by design, not collapse.
+
+The sampled statistics (``stats``) and those over every row (``every_row``) both reduce their
+rows here, so both read a head alike. Each gives, per row: the index of the largest and of the
+second largest valid key, the entropy, the count of valid keys and the weight on the head's
+sink key (the key most of its rows put their largest weight on).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+__all__ = [
+    "REST_FLOOR",
+    "head_structure",
+    "rest_entropy",
+    "second_largest",
+    "sink_keys",
+    "top_two",
+]
+
+#: A head whose rows leave less than this share of their mass off the sink, on average, has no
+#: rest to measure: its rest entropy is NaN (the float32 entropy and sink weight of a row are
+#: good to about 1e-6, which would swamp a rest of that size).
+REST_FLOOR = 1e-3
+
+
+def top_two(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each row's largest entry, and the indices of its largest and second largest (the first
+    on a tie), over the last axis; masked entries must be -inf. ``x`` is changed and restored."""
+    high, top = x.max(-1, keepdim=True)
+    return high.squeeze(-1), top.squeeze(-1), second_largest(x, top, high)
+
+
+def second_largest(x: torch.Tensor, top: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+    """The index of each row's second largest entry, given the index ``top`` of its largest
+    and the value ``high`` there (both shaped (..., 1)). ``x`` is changed and restored."""
+    x.scatter_(-1, top, -math.inf)
+    second = x.argmax(-1)
+    x.scatter_(-1, top, high)
+    return second
+
+
+def sink_keys(top: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
+    """(heads,): the key that most live rows of each head, shaped (N, heads, rows), put their
+    largest weight on; the lowest such key on a tie, 0 where a head has no live row."""
+    heads = top.shape[1]
+    keys = int(top.max()) + 1 if top.numel() else 1
+    bins = (torch.arange(heads, device=top.device)[:, None] * keys + top)[live]
+    counts = torch.bincount(bins, minlength=heads * keys).view(heads, keys)
+    return counts.argmax(-1)
+
+
+def head_structure(
+    *,
+    entropy: torch.Tensor,
+    n: torch.Tensor,
+    p0: torch.Tensor,
+    seen: torch.Tensor,
+    top: torch.Tensor,
+    second: torch.Tensor,
+    sink: torch.Tensor,
+    pos: torch.Tensor,
+) -> dict[str, torch.Tensor]:
+    """Per head (float64, shaped (heads,)): the sink key and its mean weight, the sums that
+    give the rest's entropy, and the most common offset of the rows and its share.
+
+    Per row, shaped (N, heads, rows): ``entropy`` in nats, ``n`` the valid keys, ``p0`` the
+    weight on the head's ``sink`` key (0 where ``seen``, the key is valid, is False), ``top``
+    and ``second`` the largest and second largest valid keys; ``pos`` (rows,) the position of
+    each query. Rows with fewer than two valid keys are left out. A row's offsets are that of
+    its largest key and, where that key is the sink, that of its second largest: a head that
+    puts part of its mass on a sink and the rest on the previous token is positional.
+    """
+    live = n >= 2
+    p0 = p0.clamp(0.0, 1.0)
+    rest = live & (n - seen.to(n.dtype) >= 2)  # rows with two or more keys besides the sink
+    h_b = torch.special.entr(p0) + torch.special.entr(1 - p0)
+    norm = (n - seen.to(n.dtype)).clamp_min(2).log()
+    # each row's rest entropy H_rest / log(n - 1), weighted by its rest mass 1 - p0: a row that
+    # is all sink adds nothing, and no row is divided by its 1 - p0
+    weighted = torch.where(rest, (entropy - h_b).clamp_min(0) / norm, 0.0)
+    mass = torch.where(rest, 1 - p0, 0.0)
+    sums = torch.stack(
+        [
+            live.double(),
+            torch.where(live, p0, 0.0).double(),
+            weighted.double(),
+            mass.double(),
+            rest.double(),
+        ]
+    ).sum(dim=(1, 3))  # (5, heads)
+    share, offset = _offsets(top, second, top == sink[:, None], pos, live)
+    rows = sums[0]
+    return {
+        "sink_key": torch.where(rows > 0, sink.double(), math.nan),
+        "sink_weight": torch.where(rows > 0, sums[1] / rows.clamp_min(1), math.nan),
+        "rest_sum": sums[2],
+        "rest_mass": sums[3],
+        "rest_rows": sums[4],
+        "positional_share": torch.where(rows > 0, share / rows.clamp_min(1), math.nan),
+        "positional_offset": torch.where(rows > 0, offset, math.nan),
+    }
+
+
+def rest_entropy(total: torch.Tensor, mass: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """The rest's mean normalised entropy from the sums of [head_structure][]: NaN where the
+    rows leave less than ``REST_FLOOR`` of their mass off the sink on average, or have none."""
+    measured = (rows > 0) & (mass >= REST_FLOOR * rows)
+    return torch.where(measured, total / mass.clamp_min(1e-300), math.nan)
+
+
+def _offsets(
+    top: torch.Tensor,
+    second: torch.Tensor,
+    at_sink: torch.Tensor,
+    pos: torch.Tensor,
+    live: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per head: how many live rows look at the most common offset (key - query position),
+    and that offset (the lowest on a tie), in float64. A row looks at the offset of its
+    largest key and, where that key is the head's sink, at that of its second largest too."""
+    heads = top.shape[1]
+    low = int(pos.max()) if pos.numel() else 0  # offsets are >= -low
+    width = (int(torch.maximum(top, second).max()) if top.numel() else 0) + low + 1
+    start = torch.arange(heads, device=top.device)[:, None] * width + low - pos.to(top.device)
+    bins = torch.cat([(start + top)[live], (start + second)[live & at_sink]])
+    counts = torch.bincount(bins, minlength=heads * width).view(heads, width)
+    best, where = counts.max(-1)
+    return best.double(), (where - low).double()
