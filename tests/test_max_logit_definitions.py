@@ -158,3 +158,38 @@ def test_bad_log_names_say_what_is_expected(
 ) -> None:
     with pytest.raises(error, match=match):
         AttentionMonitor(nn.Linear(2, 2), **kwargs)
+
+
+class Projected(nn.Module):
+    """One causal SDPA layer with its own projections."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(16, 48)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(2, 6, 3, 2, 8).permute(2, 0, 3, 1, 4)
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
+
+def test_micro_batches_of_one_step_combine_as_megatron_and_qk_clip_do() -> None:
+    """With gradient accumulation the logged max logit covers every micro-batch of the step
+    (it once covered the last one only): the largest of maxima, the smallest QK-Clip factor."""
+    torch.manual_seed(0)
+    model = Projected()
+    opt = torch.optim.SGD(model.parameters(), lr=0.0)
+    logged: list[dict[str, float]] = []
+    monitor = AttentionMonitor(model, all_rows=True, optimizer=opt, log=logged.append)
+    with monitor:
+        for size in (1.0, 8.0, 2.0):  # the middle micro-batch has the largest logits
+            model(size * torch.randn(2, 6, 16)).sum().backward()
+        opt.step()
+    (record,) = monitor.report().records
+    assert len(record.series) == 3
+    (d,) = logged
+    site = f"attn/{record.where}"
+    for h in range(2):
+        calls = [s.heads["max_logit"][h] for s in record.series]  # type: ignore[index]
+        assert d[f"{site}/head{h}/max_logit"] == max(calls) != calls[-1]
+    entropies = [s.normalized_entropy for s in record.series]
+    assert d[f"{site}/normalized_entropy"] == pytest.approx(sum(entropies) / 3)

@@ -176,7 +176,10 @@ class AttentionMonitor:
         sampled statistics, and with ``all_rows`` the per-head ``max_logit``, ``entropy``
         (mean $H/\log n$ over the rows) and QK-Clip's factor ``qk_clip`` =
         min(1, τ / max logit) (logged, never applied), plus
-        ``attn/step``. ``log=wandb.log`` works as is; for TensorBoard,
+        ``attn/step``. A site called several times in a step (gradient accumulation) gives
+        the largest of its maxima, the smallest of its minima and factors, the mean of the
+        rest; under ``torch.distributed`` the processes' values combine the same way, in one
+        collective per kind. ``log=wandb.log`` works as is; for TensorBoard,
         ``log=lambda d: [writer.add_scalar(k, v, int(d["attn/step"])) for k, v in d.items()]``;
         for a CSV file, a ``csv.writer`` row per item: ``(step, key, value)``.
     qk_clip_tau : float

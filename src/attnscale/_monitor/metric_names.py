@@ -81,7 +81,7 @@ DEFINITIONS: tuple[MaxLogitDefinition, ...] = (
         masked_out=True,
         scaled=True,
         per="head",
-        across="max over the step's calls, then one all_reduce per step for every site",
+        across="max over the step's calls; processes: one all_reduce per step, every site",
         source=f"{_REFERENCE}#statistics-over-every-row",
     ),
     MaxLogitDefinition(
@@ -93,7 +93,7 @@ DEFINITIONS: tuple[MaxLogitDefinition, ...] = (
         masked_out=True,
         scaled=True,
         per="call",
-        across="the last measured call; max over processes, in the same collective",
+        across="max over the step's calls (sampled rows); processes: the same all_reduce",
         source=f"{_REFERENCE}#attnscale.AttentionStats",
     ),
     MaxLogitDefinition(
@@ -106,7 +106,7 @@ DEFINITIONS: tuple[MaxLogitDefinition, ...] = (
         scaled=True,
         per="call",
         across="max over micro-batches; one all_reduce per layer (data, context parallel); "
-        "max over the logging rank's layers and heads",
+        "then the logging rank's layers and heads",
         source=f"{_MEGATRON}/megatron/core/optimizer/qk_clip.py",
     ),
     MaxLogitDefinition(
@@ -154,7 +154,7 @@ DEFINITIONS: tuple[MaxLogitDefinition, ...] = (
         masked_out=True,
         scaled=True,
         per=None,
-        across="no max logit; its MoE counts: one all_reduce for all layers",
+        across="no max logit; its MoE counts: one all_reduce, all layers",
         source=f"{_TITAN}/torchtitan/components/optimizer/optimizer.py",
     ),
 )

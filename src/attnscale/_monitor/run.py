@@ -16,13 +16,16 @@ that grows, an entropy that falls) are what the guide's checklist asks to look a
 Under ``torch.distributed``, each process measures its own batches, and at the end of each
 measured step the processes' scalars are combined before the log hook sees them (the largest
 of maxima, the smallest of minima, the mean of means), so the hook gets the same dict on every
-process; every process must run the monitor, with or without a ``log``. Every site's scalars go
-in one tensor per kind of reduction: one ``all_reduce(MAX)`` (minima negated) and one
-``all_reduce(SUM)`` (sums and counts) per measured step, whatever the number of layers, as
-torchtitan reduces its MoE layers' counts (Megatron-LM's QK-Clip takes one per layer). The
-processes agree on the keys once, and again only when one of them meets a key the others have
-not sent (a site that runs on some batches only): a key missing on a process is left out of
-its reduction, not taken as 0.
+process; every process must run the monitor, with or without a ``log``. The calls a site makes
+in one step (micro-batches of gradient accumulation) are combined the same way first, so a
+logged max logit covers the whole step's batch, as Megatron-LM's and QK-Clip's do.
+
+Every site's scalars go in one tensor per kind of reduction: one ``all_reduce(MAX)`` (minima
+negated) and one ``all_reduce(SUM)`` (sums and counts) per measured step, whatever the number
+of layers, as torchtitan reduces its MoE layers' counts (Megatron-LM's QK-Clip takes one per
+layer). The processes agree on the keys once, and again only when one of them meets a key the
+others have not sent (a site that runs on some batches only): a key missing on a process is
+left out of its reduction, not taken as 0.
 """
 
 from __future__ import annotations
@@ -82,7 +85,8 @@ class Run:
         self.model_calls = 0
         self.optimizer = optimizer
         self._kept: dict[int, tuple[int, int]] = {}  # per record: (calls, stride)
-        self._latest: dict[int, tuple[str, AttentionStats]] = {}  # per record, kept or not
+        # per record: its calls in its latest measured step, kept or not
+        self._latest: dict[int, tuple[str, list[AttentionStats]]] = {}
         self._handle: Any = None
         self._logged_step = -1
         self.open()
@@ -133,7 +137,10 @@ class Run:
     def keep(self, record: AttentionRecord, stats: AttentionStats) -> bool:
         """Whether this call's point is kept, thinning the site's points when it is full.
         The log hook sees every measured call's statistics, kept or not."""
-        self._latest[id(record)] = (record.where, stats)
+        where, this_step = self._latest.get(id(record), (record.where, []))
+        if this_step and this_step[-1].run_step != stats.run_step:
+            this_step = []  # a new step
+        self._latest[id(record)] = (where, [*this_step, stats])
         if self.history is None:
             return True
         calls, stride = self._kept.get(id(record), (0, 1))
@@ -165,9 +172,9 @@ class Run:
         """The flat dict the log hook receives for ``step``: ``attn/<site>/<statistic>``,
         finite values only, and ``attn/step``. Empty if nothing was measured at that step."""
         out: dict[str, float] = {}
-        for where, stats in self._latest.values():
-            if stats.run_step == step:
-                out.update(_site_scalars(where, stats, self.qk_clip_tau))
+        for where, calls in self._latest.values():
+            if calls[-1].run_step == step:
+                out.update(_combined([_site_scalars(where, s, self.qk_clip_tau) for s in calls]))
         if out and self.log_names == "megatron":
             out.update(_megatron(out))
         if out:
@@ -185,6 +192,23 @@ def _megatron(scalars: dict[str, float]) -> dict[str, float]:
     from a running max that starts at 0 (so never below 0). See ``metric_names``."""
     heads = [v for k, v in scalars.items() if _HEAD_MAX.search(k)]
     return {"max_attention_logit": max([0.0, *heads])} if heads else {}
+
+
+def _combined(calls: list[dict[str, float]]) -> dict[str, float]:
+    """One site's scalars over its calls in a step (micro-batches): the largest of maxima, the
+    smallest of minima and QK-Clip factors, the mean of the rest, as across processes."""
+    if len(calls) == 1:
+        return calls[0]
+    values: dict[str, list[float]] = {}
+    for call in calls:
+        for k, v in call.items():
+            values.setdefault(k, []).append(v)
+    pick: dict[str, Callable[[list[float]], float]] = {
+        "max": max,
+        "min": min,
+        "mean": lambda vs: sum(vs) / len(vs),
+    }
+    return {k: pick[_kind(k)](vs) for k, vs in values.items()}
 
 
 def _kind(key: str) -> str:
