@@ -311,3 +311,75 @@ def test_a_softmax_over_the_heads_axis_is_not_attention() -> None:
             return self.merge((q @ k.transpose(-2, -1)).softmax(dim=1) @ v)
 
     assert _report(OverHeads(), torch.randn(2, 8, D)).records == []
+
+
+# --- 7. attention inside torch.vmap ---------------------------------------------------------
+
+
+def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    return (q @ k.transpose(-2, -1) * scale).softmax(-1) @ v
+
+
+def _attend_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, scale=scale)
+
+
+class _Vmapped(_Heads):
+    """Per-head attention mapped with ``torch.vmap`` over the heads, or over batch and heads."""
+
+    def __init__(self, attend: Any, nested: bool, scale: bool) -> None:
+        super().__init__()
+        self.attend, self.nested, self.scale = attend, nested, scale
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(x)
+        c = (D // HEADS) ** -0.5 if self.scale else 1.0
+
+        def one(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+            return self.attend(q, k, v, c)
+
+        if self.nested:
+            return self.merge(torch.vmap(torch.vmap(one))(q, k, v))
+        return self.merge(torch.vmap(one, in_dims=1, out_dims=1)(q, k, v))
+
+
+@pytest.mark.parametrize("attend", [_attend, _attend_sdpa], ids=["hand-written", "sdpa"])
+@pytest.mark.parametrize("nested", [False, True], ids=["heads", "batch-and-heads"])
+def test_attention_inside_vmap_is_seen(attend: Any, nested: bool) -> None:
+    torch.manual_seed(0)
+    x = torch.randn(2, 12, D)
+    healthy = _Vmapped(attend, nested, scale=True)
+    with torch.no_grad():
+        want = healthy(x)
+    with torch.no_grad(), AttentionMonitor(healthy) as mon:
+        got = healthy(x)
+    assert torch.equal(want, got)
+    report = mon.report()
+    assert _codes(report) == set(), report
+    (record,) = report.records
+    assert record.last.scale_ratio == pytest.approx(1.0, rel=1e-6)
+    assert math.prod(record.last.shape[:2]) == 2 * HEADS  # every sample of the vmap
+    planted = _Vmapped(attend, nested, scale=False)
+    assert "scale-mismatch" in _codes(_report(planted, x))
+
+
+# --- 10. torch.compile(backend="eager") under a new monitor each step -------------------------
+
+
+def test_a_new_monitor_per_step_does_not_recompile_a_compiled_model() -> None:
+    from torch._dynamo.testing import CompileCounter
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = _StableSoftmax()
+    counter = CompileCounter()  # compiles as the eager backend does, and counts the frames
+    compiled = torch.compile(model, backend=counter)
+    x = torch.randn(2, 8, D)
+    compiled(x)
+    for _ in range(4):
+        with AttentionMonitor(model) as mon:
+            compiled(x)
+        assert [r.where for r in mon.report().records] == ["_StableSoftmax"]
+    # one compile without the monitor, one with its mode on the torch-function stack
+    assert counter.frame_count == 2
+    torch._dynamo.reset()

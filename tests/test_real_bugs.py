@@ -39,14 +39,7 @@ CAUSES: dict[str, tuple[str, str | None]] = {
 
 # Cases the monitor gets wrong today, with what it does: a strict xfail, so that the test fails
 # loudly once the monitor gets one right (then delete its line here).
-KNOWN_MISSES: dict[str, str] = {
-    "ipex_llm_padded_head_dim_scale": "reads the zero-padded width as the head size: misses the "
-    "bug and flags the fix",
-    "openai_gpt2_rsqrt_of_value_size": "does not see a softmax written as exp(w - max) / sum: "
-    "no-attention",
-    "vllm_ascend_scale_from_unpadded_head": "reads the zero-padded width as the head size: "
-    "scale-mismatch on correct code",
-}
+KNOWN_MISSES: dict[str, str] = {}
 
 
 def _cases(kind: str) -> list[object]:

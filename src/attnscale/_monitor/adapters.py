@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .every_row import HeadStats, head_stats, head_stats_of_logits
-from .lineage import head_scales, unscaled, value
+from .lineage import head_scales, physical, unscaled, value
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -80,6 +80,9 @@ def on_sdpa(
     capture: Capture, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
 ) -> None:
     b = _SDPA_SIG.bind(*args, **kwargs).arguments
+    given_q, given_k = b["query"], b["key"]  # inside torch.vmap, one sample's view
+    b = {name: physical(v) for name, v in b.items()}
+    out = physical(out)
     q, k = b["query"], b["key"]
     scale = b.get("scale")
     head_dim = int(q.shape[-1])
@@ -107,12 +110,12 @@ def on_sdpa(
         outputs=capture.sample(out, out.dim() - 2) if isinstance(out, torch.Tensor) else None,
         max_abs_qk=max_abs_qk,
         # as before the factors on q and k, which the scale includes
-        q_rows=unscaled(qs, capture.lineages.prescale(q)),
-        k_rows=unscaled(ks, capture.lineages.prescale(k)),
+        q_rows=unscaled(qs, capture.lineages.prescale(given_q)),
+        k_rows=unscaled(ks, capture.lineages.prescale(given_k)),
         heads=lambda: head_stats(
             q, k, scale=c, attn_mask=b.get("attn_mask"), is_causal=b.get("is_causal", False)
         ),
-        **_prescaled_scale(capture, q, k, c, logits.shape),
+        **_prescaled_scale(capture, given_q, given_k, c, logits.shape),
     )
     if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:
         # The logits never exist in the graph, but the gradient dO reaching the

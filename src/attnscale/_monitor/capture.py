@@ -65,7 +65,9 @@ from .lineage import (
     einsum_layout,
     einsum_operands,
     head_scales,
+    is_batched,
     mean_factor,
+    physical,
     unscaled,
     value,
 )
@@ -329,7 +331,9 @@ class Capture(TorchFunctionMode):
         kwargs: dict[str, Any],
         out: Any,
     ) -> None:
-        if not isinstance(out, torch.Tensor) or not out.is_floating_point() or out.dim() < 3:
+        if not isinstance(out, torch.Tensor) or not out.is_floating_point():
+            return
+        if physical(out).dim() < 3:
             # scores without a batch axis compare across samples (a contrastive image-text
             # head): attention compares positions within each sample
             return
@@ -338,7 +342,6 @@ class Capture(TorchFunctionMode):
             return
         if self._mixed_across_heads(found[0], found[1], out):
             return
-        self.size_sample(out.shape)
         a, b, head_dim, factor, q_rows, k_rows, (q_axis, k_axis) = found
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
@@ -350,18 +353,23 @@ class Capture(TorchFunctionMode):
             if lin.head_factor is not None:
                 hf = lin.head_factor
                 head_factor = hf if head_factor is None else head_factor * hf
+        vmapped = is_batched(out)  # inside torch.vmap: statistics of the whole batch
+        if vmapped:
+            q_axis = k_axis = None  # the logical axes are not the physical tensor's
+        scores = physical(out)
+        self.size_sample(scores.shape)
         max_abs = None
         if out.dtype == torch.float16:
-            o = self.sample(out, out.dim() - 2).float()
+            o = self.sample(scores, scores.dim() - 2).float()
             max_abs = math.inf if not bool(torch.isfinite(o).all()) else float(o.abs().max())
         product = Product(
-            out=out.detach(),
-            q=a.detach(),
-            k=b.detach(),
+            out=scores.detach(),
+            q=physical(a).detach(),
+            k=physical(b).detach(),
             head_dim=head_dim,
             max_abs_qk=max_abs,
-            q_rows=q_rows.detach(),
-            k_rows=k_rows.detach(),
+            q_rows=physical(q_rows).detach(),
+            k_rows=physical(k_rows).detach(),
             q_prescale=self.lineages.prescale(a),
             k_prescale=self.lineages.prescale(b),
             q_axis=q_axis,
@@ -444,6 +452,9 @@ class Capture(TorchFunctionMode):
             if read["scale"] is None:  # not a multiple of that product: a classifier's
                 self.unmatched_softmax += 1  # logits of the same shape, not attention
                 return
+        if is_batched(x):  # inside torch.vmap: the whole batch, the shift is per sample
+            x, out = physical(x), physical(out)
+            lin = None if lin is None else dataclasses.replace(lin, row_shift=None, mask=None)
         self.size_sample(x.shape)
         scores = _unshifted(x, lin)
         q_rows, k_rows = product.q_rows, product.k_rows
@@ -575,6 +586,8 @@ class Capture(TorchFunctionMode):
             finally:
                 torch.set_num_threads(own)
         record = self._site(*site)  # kept below, once every statistic is in: no empty site
+        if rows and head_dim is not None:
+            head_dim = _used_dims(q_rows, k_rows, head_dim)  # type: ignore[arg-type]
         ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
         if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):
             # the logits before the scale, where the scale is applied after the product
@@ -759,6 +772,16 @@ def _masked(
     ``mask_value`` where there is none) or a sink column, as in the sampled statistics."""
     masked = x <= mask_value if mask is None else mask
     return masked if sink is None else masked | sink
+
+
+def _used_dims(q: torch.Tensor, k: torch.Tensor, head_dim: int) -> int:
+    """The head size q·k really sums over: heads zero-padded to a kernel's size (20 to 32)
+    add nothing, and the scale they need is that of the dimensions that hold values."""
+    if q.shape[-1] != head_dim or k.shape[-1] != head_dim or not q.numel() or not k.numel():
+        return head_dim
+    used = (q.reshape(-1, head_dim) != 0).any(0) & (k.reshape(-1, head_dim) != 0).any(0)
+    n = int(used.sum())
+    return n if 0 < n < head_dim else head_dim
 
 
 def _keys_axis(

@@ -53,6 +53,7 @@ class Registry:
         self.mha_calls: collections.Counter[int] = collections.Counter()
         self.mha_calls_before: dict[int, int] = {}  # per running encoder layer
         self.warning_filter: Any = None
+        self._pre, self._post = self.pre_hook, self.post_hook  # one object each, for good
 
     def add(self, capture: Capture) -> None:
         if not self.captures:
@@ -63,13 +64,26 @@ class Registry:
                 # the monitor's, so the user's code would not have warned
                 warnings.filterwarnings("ignore", message=_COMPILE_HOOK_WARNING)
                 self.warning_filter = warnings.filters[0]
+            self._install(module_mod)
+        self.captures.append(capture)
+
+    def _install(self, module_mod: Any) -> None:
+        """Put the global hooks in place under the same keys and as the same objects every
+        time: torch.compile guards on the global hook dicts, and new keys (a new monitor
+        per step) would recompile the model at every monitored call."""
+        if not self.handles:  # the first time: torch's own registration picks the keys
             self.handles = [
-                module_mod.register_module_forward_pre_hook(self.pre_hook),
+                module_mod.register_module_forward_pre_hook(self._pre),
                 module_mod.register_module_forward_hook(
-                    self.post_hook, with_kwargs=True, always_call=True
+                    self._post, with_kwargs=True, always_call=True
                 ),
             ]
-        self.captures.append(capture)
+            return
+        pre, post = (h.id for h in self.handles)
+        module_mod._global_forward_pre_hooks[pre] = self._pre
+        module_mod._global_forward_hooks[post] = self._post
+        module_mod._global_forward_hooks_with_kwargs[post] = True
+        module_mod._global_forward_hooks_always_called[post] = True
 
     def remove(self, capture: Capture) -> None:
         if capture in self.captures:
@@ -77,12 +91,11 @@ class Registry:
         if not self.captures:
             from torch.nn.modules import module as module_mod
 
-            for h in self.handles:
+            for h in self.handles:  # removed, their keys kept for the next monitor
                 h.remove()
                 # torch's handle forgets the with_kwargs flag, which alone keeps
                 # _has_any_global_hook() true (and torch.compile warning) after removal
                 module_mod._global_forward_hooks_with_kwargs.pop(h.id, None)
-            self.handles = []
             if self.warning_filter in warnings.filters:
                 warnings.filters.remove(self.warning_filter)  # type: ignore[attr-defined]
                 warnings._filters_mutated()  # type: ignore[attr-defined]

@@ -240,6 +240,17 @@ def _rotation_table(b: object, x: torch.Tensor) -> bool:
     return bool((probe.abs() <= 1).all()) and bool((flat.abs() <= 1).all())
 
 
+def _zero_one_mask(b: object) -> torch.Tensor | None:
+    """Where a tensor of zeros and ones is 0 (the positions it masks), None for any other."""
+    if not isinstance(b, torch.Tensor) or b.dim() < 2 or not b.numel():
+        return None
+    if b.dtype == torch.bool:
+        return ~b
+    if not bool(((b == 0) | (b == 1)).all()):
+        return None
+    return b == 0
+
+
 def mean_factor(head_factor: torch.Tensor) -> float:
     """The geometric mean of per-head factors' sizes, for where the heads cannot be told apart."""
     return float(head_factor.abs().float().log().mean().exp())
@@ -334,7 +345,7 @@ class Lineages:
                 self._written(func, args, kwargs)
                 return
             if func in MUL or func in DIV:
-                lin = self._scaled(func, args, kwargs)
+                lin = self._scaled(func, args, kwargs, out)
             elif func in ADD:
                 lin = self._added(func, args, kwargs, out)
             elif func in CAT:
@@ -349,7 +360,7 @@ class Lineages:
                     self._of[o] = lin
 
     def _scaled(
-        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     ) -> Lineage | None:
         first, b = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "other")
         if func in MUL and is_scalar(first) and isinstance(b, torch.Tensor) and b.dim():
@@ -371,6 +382,12 @@ class Lineages:
             # RoPE's cos or sin: a scale applied before it stays (only a tracked q or k is
             # worth the check's pass over the table)
             tracked = self.of(first)
+            if tracked is not None and tracked.product is not None and func in MUL:
+                # scores times a 0/1 tensor: a multiplicative mask (GPT-2's original
+                # ``w * b - 1e10 * (1 - b)``), which zeroes the positions it masks
+                zeros = self._once(b, "0/1 mask", lambda: _zero_one_mask(b))
+                ok = zeros is not None and isinstance(out, torch.Tensor)
+                return _with_mask(tracked, zeros, out) if ok else None
             rope = tracked is not None and tracked.product is None and func in MUL
             if rope and self._once(b, f"rope {first.shape[-1]}", lambda: _rotation_table(b, first)):
                 return tracked
@@ -623,6 +640,21 @@ def head_scales(
     if bool((heads == heads[0]).all()):
         return factor * float(heads[0]), None
     return factor * mean_factor(heads), tuple(factor * float(h) for h in heads)
+
+
+def is_batched(t: Any) -> bool:
+    """Whether ``t`` is one sample's view of a tensor batched by ``torch.vmap``."""
+    return isinstance(t, torch.Tensor) and bool(torch._C._functorch.is_batchedtensor(t))
+
+
+def physical(t: Any) -> Any:
+    """Inside ``torch.vmap``, the whole batch behind a tensor of one sample: each vmapped
+    dimension moved to the front (over heads, or batch and heads); other values as given."""
+    functorch = torch._C._functorch
+    while is_batched(t):
+        bdim = functorch.maybe_get_bdim(t)
+        t = functorch.get_unwrapped(t).movedim(bdim, 0)
+    return t
 
 
 def unscaled(t: torch.Tensor, factor: float) -> torch.Tensor:
