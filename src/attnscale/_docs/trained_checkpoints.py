@@ -408,22 +408,24 @@ def transcribe(model: Any, features: torch.Tensor, budget: dict[str, Any]) -> to
 
 
 def head_patterns(
-    p: torch.Tensor, rows: torch.Tensor, special: torch.Tensor
+    p: torch.Tensor, rows: torch.Tensor, visible: torch.Tensor, special: torch.Tensor
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per head, the mean over valid query rows of each of [PATTERNS][], and per batch element
     and head the key that collects the most weight over the rows.
 
     ``p`` holds the attention weights (batch, heads, queries, keys), ``rows`` the valid query
-    rows (batch, queries) and ``special`` the keys of interest (batch, keys: delimiters and
+    rows (batch, queries), ``visible`` the keys each row may see (batch, queries, keys: the
+    padding and causal masks) and ``special`` the keys of interest (batch, keys: delimiters and
     punctuation, or the silence after the speech). ``entropy`` is normalised by the log of the
-    number of keys a row may see; ``prev``, ``self`` and ``next`` are the weights on the keys
+    number of keys a row may see (rows that see one key are left out); ``prev``, ``self`` and ``next`` are the weights on the keys
     one before, at and one after the query (self-attention only, else NaN); ``top_key`` is the
     weight on the key that collects the most weight over the rows."""
     p = p.float()
     b, h, q, k = p.shape
-    seen = (p > 0).sum(-1).clamp_min(2).float()
-    rows = rows & ((p[:, 0] > 0).sum(-1) >= 2)  # rows that see one key only say nothing
-    feats = {"entropy": -(p * p.clamp_min(1e-30).log()).sum(-1) / seen.log()}
+    seen = visible.sum(-1)
+    rows = rows & (seen >= 2)  # a row that sees one key has no entropy to lose
+    entropy = -(p * p.clamp_min(1e-30).log()).sum(-1)
+    feats = {"entropy": entropy / seen.clamp_min(2).float().log()[:, None]}
     last = (rows.long() * torch.arange(q)).argmax(-1) if q == k else torch.full((b,), k - 1)
     feats["first"], feats["last"] = (
         p[..., 0],
@@ -535,6 +537,7 @@ def _minilm_case(model: torch.nn.Module, tok: Any, texts: list[str], budget: dic
     vocab = tok.get_vocab()
     special = torch.isin(ids, torch.tensor([vocab[t] for t in _DELIMITERS]))
     words = [e.tokens for e in enc]
+    visible = mask.bool()[:, None, :].expand(-1, ids.shape[1], -1)
 
     def forward() -> object:
         return model(input_ids=ids, attention_mask=mask)
@@ -545,7 +548,7 @@ def _minilm_case(model: torch.nn.Module, tok: Any, texts: list[str], budget: dic
             att = model(input_ids=ids, attention_mask=mask, output_attentions=True).attentions
         out = []
         for a in att:
-            feats, top = head_patterns(a, mask.bool(), special)
+            feats, top = head_patterns(a, mask.bool(), visible, special)
             out.append(
                 (feats, [_common([words[b][t] for b, t in enumerate(col)]) for col in top.T])
             )
@@ -588,15 +591,19 @@ def _whisper_case(
         with torch.no_grad():
             o = model(input_features=features, decoder_input_ids=ids, output_attentions=True)
         out = []
-        every = torch.ones(1, 1500, dtype=torch.bool)
+        n = ids.shape[1]
+        frames, tokens = torch.ones(1, 1500, dtype=torch.bool), torch.ones(1, n, dtype=torch.bool)
+        causal = torch.ones(1, n, n, dtype=torch.bool).tril()
         for a in o.encoder_attentions:
-            feats, top = head_patterns(a, every, silence)
+            feats, top = head_patterns(
+                a, frames, torch.ones(1, 1500, 1500, dtype=torch.bool), silence
+            )
             out.append((feats, [frame(int(t)) for t in top[0]]))
         for a in o.decoder_attentions:
-            feats, top = head_patterns(a, torch.ones(1, ids.shape[1], dtype=torch.bool), special)
+            feats, top = head_patterns(a, tokens, causal, special)
             out.append((feats, [words[int(t)] for t in top[0]]))
         for a in o.cross_attentions:
-            feats, top = head_patterns(a, torch.ones(1, ids.shape[1], dtype=torch.bool), silence)
+            feats, top = head_patterns(a, tokens, torch.ones(1, n, 1500, dtype=torch.bool), silence)
             out.append((feats, [frame(int(t)) for t in top[0]]))
         return out
 
@@ -809,3 +816,96 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# --- reading the stored run (the page) -------------------------------------------------------
+
+#: A head's attention pattern, named by what most of its weight goes to (see [head_kind][]).
+KINDS = {
+    "prev": "previous token",
+    "self": "its own token",
+    "next": "next token",
+    "first": "first key (sink)",
+    "top_key": "one other key (sink)",
+    "special": "delimiters or silence",
+}
+
+
+def head_kind(pattern: np.ndarray, share: float = 0.5) -> str:
+    """What a head does, from its [PATTERNS][] over the valid rows: the first of previous,
+    own or next token, first key, one other key, delimiters (or silence), that takes at least
+    ``share`` of its weight; else ``"unexplained"``."""
+    values = dict(zip(PATTERNS, np.nan_to_num(pattern), strict=True))
+    positional = max(("prev", "self", "next"), key=lambda k: values[k])
+    for key in (positional, "first", "top_key", "special"):
+        if values[key] >= share:
+            return KINDS[key]
+    return "unexplained"
+
+
+def threshold(part: Arrays, name: str) -> float:
+    """A threshold as the stored run used it."""
+    return float(part["threshold_values"][list(part["threshold_names"]).index(name)])
+
+
+def rate_rows(parts: dict[str, Arrays], setting: str, codes: Sequence[str]) -> list[list[Any]]:
+    """Per checkpoint and code: the call sites measured (inputs x sites), those where the code
+    was a warning or an error, that rate and its Wilson 95% interval, and the share of forward
+    passes whose report carried it."""
+    from .intervals import wilson_interval
+
+    rows = []
+    for name, part in parts.items():
+        s = list(part["settings"]).index(setting)
+        for code in codes:
+            c = list(part["codes"]).index(code)
+            alarms = part["severity"][s, :, :, c] >= SEVERITIES.index("warning")
+            passes = part["report_severity"][s, :, c] >= SEVERITIES.index("warning")
+            low, high = wilson_interval(int(alarms.sum()), alarms.size)
+            rows.append(
+                [
+                    name,
+                    code,
+                    alarms.size,
+                    int(alarms.sum()),
+                    float(alarms.mean()),
+                    low,
+                    high,
+                    int(passes.sum()),
+                    passes.size,
+                ]
+            )
+    return rows
+
+
+def collapse_heads(part: Arrays) -> dict[tuple[str, int], list[Any]]:
+    """The heads behind each entropy-collapse finding, by the monitor's own rule at the stored
+    thresholds (a head's sampled entropy below ``normalized_entropy`` and its weight on the
+    first key below ``sink_weight``): per (site, head), the inputs it fired on, its entropies
+    as the monitor read them, and its patterns over the valid rows."""
+    s = list(part["settings"]).index("default")
+    c = list(part["codes"]).index("entropy-collapse")
+    low, sink = threshold(part, "normalized_entropy"), threshold(part, "sink_weight")
+    found: dict[tuple[str, int], list[Any]] = {}
+    for i, j in zip(
+        *np.nonzero(part["severity"][s, :, :, c] >= SEVERITIES.index("warning")), strict=True
+    ):
+        ent, first = part["head_entropy"][i, j], part["head_first"][i, j]
+        for h in np.nonzero((ent < low) & (first < sink))[0]:
+            found.setdefault((str(part["sites"][j]), int(h)), []).append(
+                (i, float(ent[h]), part["pattern"][i, j, h])
+            )
+    return found
+
+
+def sink_heads(part: Arrays) -> tuple[int, int, dict[str, int]]:
+    """The heads the monitor called attention sinks (sampled first-key weight at least
+    ``sink_weight``), over every input and site: how many, how many put at least that weight on
+    the first key over the valid rows too, and what the others do ([head_kind][])."""
+    first = part["head_first"] >= threshold(part, "sink_weight")
+    valid = part["pattern"][..., PATTERNS.index("first")] >= threshold(part, "sink_weight")
+    others: dict[str, int] = {}
+    for i, j, h in zip(*np.nonzero(first & ~valid), strict=True):
+        kind = head_kind(part["pattern"][i, j, h])
+        others[kind] = others.get(kind, 0) + 1
+    return int(first.sum()), int((first & valid).sum()), others
