@@ -383,3 +383,64 @@ def test_a_new_monitor_per_step_does_not_recompile_a_compiled_model() -> None:
     # one compile without the monitor, one with its mode on the torch-function stack
     assert counter.frame_count == 2
     torch._dynamo.reset()
+
+
+# --- 11. a length temperature (Llama 4); a scale applied before a stream split (ProphetNet) ----
+
+
+@pytest.mark.parametrize("implementation", ["eager", "sdpa"])
+def test_llama4_length_temperature_is_named(implementation: str) -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.Llama4TextConfig(
+        vocab_size=100,
+        hidden_size=64,
+        intermediate_size=64,
+        intermediate_size_mlp=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        no_rope_layers=[1, 0],  # layer 1 has no RoPE: the temperature applies there
+        attn_temperature_tuning=True,
+        floor_scale=4,
+        attn_scale=0.1,
+        num_local_experts=2,
+        interleave_moe_layer_step=2,
+        max_position_embeddings=256,
+    )
+    config._attn_implementation = implementation
+    model = transformers.Llama4TextModel(config).eval()
+    report = _report(model, torch.randint(0, 100, (2, 64)))
+    assert _codes(report) == set(), report
+    (found,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert found.where == "layers.1.self_attn" and found.severity == "info"
+    assert "length temperature" in found.message and "sequence_length" in found.message
+    low, high = report.records[1].last.scale_range  # type: ignore[misc]
+    assert low == pytest.approx(16**-0.5, rel=1e-4) and high > 1.2 * low
+
+
+def test_prophetnet_scale_before_its_stream_split_is_read() -> None:
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.ProphetNetConfig(
+        vocab_size=100,
+        hidden_size=64,
+        encoder_ffn_dim=64,
+        decoder_ffn_dim=64,
+        num_encoder_layers=1,
+        num_decoder_layers=1,
+        num_encoder_attention_heads=4,
+        num_decoder_attention_heads=4,
+        ngram=2,
+        max_position_embeddings=64,
+    )
+    model = transformers.ProphetNetModel(config).eval()
+    ids = torch.randint(3, 100, (2, 12))
+    with torch.no_grad(), AttentionMonitor(model) as mon:
+        model(input_ids=ids, decoder_input_ids=ids)
+    report = mon.report()
+    assert {f.code for f in report.findings} == set(), report
+    sites = [r.where for r in report.records]
+    assert "decoder.layers.0.self_attn#1" in sites  # the predict stream, a place of its own
+    assert all(r.last.scale_ratio == pytest.approx(1.0, rel=1e-6) for r in report.records)

@@ -25,7 +25,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .every_row import HeadStats, head_stats, head_stats_of_logits
-from .lineage import head_scales, physical, unscaled, value
+from .lineage import head_scales, physical, position_range, unscaled, value
 
 if TYPE_CHECKING:
     from .capture import Capture
@@ -145,7 +145,12 @@ def _prescaled_scale(
         if hf is not None:
             head_factor = hf if head_factor is None else head_factor * hf
     scale, per_head = head_scales(c * lq.factor * lk.factor, head_factor, shape)
-    return {"scale": scale, "scale_per_head": per_head, "scale_learned": lq.learned or lk.learned}
+    return {
+        "scale": scale,
+        "scale_per_head": per_head,
+        "scale_learned": lq.learned or lk.learned,
+        "scale_range": position_range(scale, lq, lk),
+    }
 
 
 def _sdpa_masks(

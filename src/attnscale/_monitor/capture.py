@@ -68,6 +68,7 @@ from .lineage import (
     is_batched,
     mean_factor,
     physical,
+    position_range,
     unscaled,
     value,
 )
@@ -123,7 +124,7 @@ class Capture(TorchFunctionMode):
         self.records: dict[tuple[str, str], AttentionRecord] = {}
         self.errors: collections.Counter[tuple[str, str]] = collections.Counter()  # and count
         # per (module, kind): the code locations of its attention calls, in the order first met
-        self.places: dict[tuple[str, str], dict[tuple[str, int], int]] = {}
+        self.places: dict[tuple[str, str], dict[tuple[tuple[str, int], ...], int]] = {}
         self.unmatched_softmax = 0
         self.compiled: collections.Counter[str] = collections.Counter()  # calls per site
         self.active = False
@@ -345,9 +346,10 @@ class Capture(TorchFunctionMode):
         a, b, head_dim, factor, q_rows, k_rows, (q_axis, k_axis) = found
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
-        head_factor, learned = None, False
+        head_factor, learned, prescaled = None, False, []
         for t in (a, b):
             lin = self.lineages.prescaled(t)  # q or k scaled before the product
+            prescaled.append(lin)
             factor *= lin.factor
             learned |= lin.learned
             if lin.head_factor is not None:
@@ -375,7 +377,13 @@ class Capture(TorchFunctionMode):
             q_axis=q_axis,
             k_axis=k_axis,
         )
-        self.lineages.set(out, Lineage(product, factor, head_factor=head_factor, learned=learned))
+        ranges = position_range(1.0, *prescaled)  # a length temperature on q or k
+        self.lineages.set(
+            out,
+            Lineage(
+                product, factor, head_factor=head_factor, learned=learned, position_factor=ranges
+            ),
+        )
         self._recent.append(product)
 
     def _mixed_across_heads(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
@@ -559,6 +567,7 @@ class Capture(TorchFunctionMode):
         max_abs_qk: float | None = None,
         scale_per_head: tuple[float, ...] | None = None,
         scale_learned: bool = False,
+        scale_range: tuple[float, float] | None = None,
         q_rows: torch.Tensor | None = None,
         k_rows: torch.Tensor | None = None,
         heads: Callable[[], HeadStats] | None = None,
@@ -607,6 +616,7 @@ class Capture(TorchFunctionMode):
             max_abs_qk=max_abs_qk,
             scale_per_head=scale_per_head,
             scale_learned=scale_learned,
+            scale_range=scale_range,
             **spreads,
             **stats,
             heads=per_head,
@@ -701,13 +711,20 @@ class Capture(TorchFunctionMode):
 _NOT_USER_CODE = (str(Path(torch.__file__).parent), str(Path(__file__).parent))
 
 
-def _code_location() -> tuple[str, int]:
-    """The file and line of the innermost caller outside torch and the monitor: the model
-    code's line that made the attention call running now."""
-    frame = sys._getframe(1)
+def _code_location() -> tuple[tuple[str, int], ...]:
+    """Where the attention call running now is in the model's code: the file and line of
+    each caller outside torch and the monitor, from the innermost up to the ``forward`` that
+    made it (a helper such as a shared ``softmax`` is called from several places)."""
+    frame: Any = sys._getframe(1)
     while frame.f_back is not None and frame.f_code.co_filename.startswith(_NOT_USER_CODE):
         frame = frame.f_back
-    return frame.f_code.co_filename, frame.f_lineno
+    place = []
+    for _ in range(8):
+        place.append((frame.f_code.co_filename, frame.f_lineno))
+        if frame.f_code.co_name == "forward" or frame.f_back is None:
+            break
+        frame = frame.f_back
+    return tuple(place)
 
 
 def _storage(t: torch.Tensor) -> int | None:
@@ -832,6 +849,7 @@ def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:
         "softcap": softcap,
         "scale_per_head": per_head,
         "scale_learned": lin.learned,
+        "scale_range": position_range(scale, lin),
     }
 
 

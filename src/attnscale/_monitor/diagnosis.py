@@ -91,6 +91,10 @@ _FOLD_TOLERANCE = 2.0
 _NORMALISED = 0.1
 
 
+#: The guide's page on attention over longer contexts, where length temperatures are measured.
+SEQUENCE_LENGTH_PAGE = GUIDE_URL.replace("05_debugging/", "02_softmax/plot_05_sequence_length/")
+
+
 def _link(code: str) -> str:
     return f"See {GUIDE_URL}{GUIDE_PAGES[code]}"
 
@@ -159,6 +163,10 @@ def _scale_findings(
         return []
     tol = th["scale_ratio"]
     ratio, read = _reading(s, tol)
+    if s.scale_range is not None and expected is None:
+        temperature = _length_temperature(where, s, tol)
+        if temperature is not None:
+            return temperature
     if expected is not None:
         return _declared(where, s, ratio, read, tol, expected, declared_by)
     bounded = _bounded(where, s, ratio, read, tol)
@@ -181,6 +189,28 @@ def _scale_findings(
     if folded is not None:
         return [Finding("scale-mismatch", "info", where, f"{read} {folded}")]
     return [_mismatch(site, where, s, th, ratio, read)]
+
+
+def _length_temperature(where: str, s: AttentionStats, tol: float) -> list[Finding] | None:
+    """A scale that grows with the query position from 1/√head_dim: a length temperature, by
+    design (None where the smallest scale is not 1/√head_dim: then it is read as any scale)."""
+    assert s.scale_range is not None and s.head_dim
+    low, high = (x * math.sqrt(s.head_dim) for x in s.scale_range)
+    if not 1 / tol <= low <= tol:
+        return None
+    return [
+        Finding(
+            "scale-mismatch",
+            "info",
+            where,
+            f"The scores are multiplied by a factor that changes with the query position, "
+            f"from {low:.3g} to {high:.3g} × 1/√head_dim for head_dim {s.head_dim} "
+            f"({s.scale_source}). This is a length temperature (Llama 4's "
+            f"attn_temperature_tuning on its NoPE layers, scalable softmax): it sharpens the "
+            f"softmax as the context grows, so that attention does not spread thinner over "
+            f"more keys. A design, not a bug. See {SEQUENCE_LENGTH_PAGE}",
+        )
+    ]
 
 
 def _reading(s: AttentionStats, tol: float) -> tuple[float, str]:

@@ -90,10 +90,12 @@ TANH = {torch.tanh, _TB.tanh, _TB.tanh_, F.tanh}
 REDUCE = {torch.mean, _TB.mean, torch.sum, _TB.sum}
 # scores joined with other columns (attention sinks) or blocks (banded attention)
 CAT = {torch.cat, torch.concat, torch.concatenate}
+# q or k, or scores, stacked along a new axis (ProphetNet's predict streams)
+STACK = {torch.stack}
 # scores written into a buffer (sliding windows): the buffer takes their lineage
 WRITE = {_TB.__setitem__, _TB.copy_, _TB.index_put_, torch.index_put}
 #: Every function a lineage follows.
-FOLLOWED = frozenset(SAME | SPLIT | MUL | DIV | ADD | TANH | REDUCE | CAT | WRITE)
+FOLLOWED = frozenset(SAME | SPLIT | MUL | DIV | ADD | TANH | REDUCE | CAT | STACK | WRITE)
 #: Products of two tensors: q·kᵀ when both are activations.
 PRODUCT = frozenset(
     {torch.matmul, _TB.matmul, torch.bmm, _TB.bmm, torch.baddbmm, _TB.baddbmm, torch.einsum}
@@ -159,6 +161,10 @@ class Lineage:
     # a per-row constant taken off the scores (``s - s.amax(-1, keepdim=True)``, a stable
     # softmax by hand): the softmax is the same, the statistics read ``scores + row_shift``
     row_shift: torch.Tensor | None = None
+    # a factor that changes with the position, not the head (a length temperature: Llama 4's
+    # attn_temperature_tuning), folded into ``factor`` as its geometric mean: its smallest and
+    # largest value relative to that mean
+    position_factor: tuple[float, float] | None = None
 
     def times(self, s: float) -> Lineage:
         return dataclasses.replace(self, factor=self.factor * s)
@@ -238,6 +244,21 @@ def _rotation_table(b: object, x: torch.Tensor) -> bool:
     flat = b.detach().reshape(-1)
     probe = flat[:: max(1, flat.numel() // 4096)]  # most tensors fail on a strided subset
     return bool((probe.abs() <= 1).all()) and bool((flat.abs() <= 1).all())
+
+
+def _folded(lin: Lineage, head_factor: torch.Tensor) -> Lineage:
+    """``lin`` with a multiplier that turned out not to be per head folded into its factor
+    (geometric mean); where it varies, its range is kept as a per-position factor."""
+    g = mean_factor(head_factor)
+    sizes = head_factor.detach().abs().float()
+    low, high = float(sizes.min()) / g, float(sizes.max()) / g
+    varies = high > low * (1 + 1e-6)
+    return dataclasses.replace(
+        lin,
+        factor=lin.factor * g,
+        head_factor=None,
+        position_factor=(low, high) if varies else lin.position_factor,
+    )
 
 
 def _zero_one_mask(b: object) -> torch.Tensor | None:
@@ -350,6 +371,8 @@ class Lineages:
                 lin = self._added(func, args, kwargs, out)
             elif func in CAT:
                 lin = self._joined(args, kwargs, out)
+            elif func in STACK:
+                lin = self._stacked(args, kwargs)
             else:
                 lin = self._moved(func, args, kwargs, out)
             if lin is None:
@@ -435,9 +458,8 @@ class Lineages:
         if lin.mask is not None:
             lin = dataclasses.replace(lin, mask=_rearranged(lin.mask, func, args, kwargs, out))
         kept = first.shape[-3:] == out.shape[-3:]  # heads, rows and keys where they were
-        if lin.head_factor is not None and not kept:
-            lin = dataclasses.replace(lin, factor=lin.factor * mean_factor(lin.head_factor))
-            lin = dataclasses.replace(lin, head_factor=None)
+        if lin.head_factor is not None and not kept:  # the factor's axis was no head axis
+            lin = _folded(lin, lin.head_factor)
         if lin.sink is not None and out.shape[-1:] != first.shape[-1:]:
             lin = dataclasses.replace(lin, sink=None)
         if lin.row_shift is not None and (func not in KEEPS_MASK or out.shape != first.shape):
@@ -477,6 +499,21 @@ class Lineages:
         return dataclasses.replace(
             first, mask=mask if any_mask else None, sink=sink if bool(sink.any()) else None
         )
+
+    def _stacked(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Lineage | None:
+        """Parts stacked on a new axis: the factor they share stays (q or k scaled before
+        the split into streams); scores stacked keep the first part's scale, not its mask."""
+        parts = arg(args, kwargs, 0, "tensors")
+        if not isinstance(parts, (list, tuple)) or not parts:
+            return None
+        lins = [self.of(t) for t in parts]
+        one = lins[0]
+        if one is None or any(x is None or x.factor != one.factor for x in lins):
+            return None
+        alike = all(x is not None and (x.product is None) == (one.product is None) for x in lins)
+        if not alike or any(x is not None and x.head_factor is not None for x in lins):
+            return None
+        return dataclasses.replace(one, mask=None, sink=None, row_shift=None)
 
     def _written(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -655,6 +692,16 @@ def physical(t: Any) -> Any:
         bdim = functorch.maybe_get_bdim(t)
         t = functorch.get_unwrapped(t).movedim(bdim, 0)
     return t
+
+
+def position_range(scale: float | None, *lins: Lineage) -> tuple[float, float] | None:
+    """The smallest and largest scale over the positions, where a factor on the way changes
+    with the position (a length temperature); None where none does."""
+    ranges = [x.position_factor for x in lins if x.position_factor is not None]
+    if scale is None or not ranges:
+        return None
+    low, high = math.prod(r[0] for r in ranges), math.prod(r[1] for r in ranges)
+    return scale * low, scale * high
 
 
 def unscaled(t: torch.Tensor, factor: float) -> torch.Tensor:

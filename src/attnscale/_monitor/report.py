@@ -87,7 +87,9 @@ class AttentionStats:
 
     ``scale_per_head`` holds one scale per head where a multiplier tensor gave the heads
     different ones (``scale`` is then their geometric mean); ``scale_learned`` says that a
-    factor on the way was computed from a parameter (a learnable temperature). Key columns
+    factor on the way was computed from a parameter (a learnable temperature);
+    ``scale_range`` is the smallest and largest scale over the query positions where a factor
+    changes with the position (a length temperature, as Llama 4's NoPE layers apply). Key columns
     joined to the scores as attention sinks (``torch.cat`` with columns that are not
     q·k) are left out of the key set; ``sink_share`` is the mean probability they take.
     ``head_normalized_entropy`` and ``head_first_key_weight`` hold, per head, the mean
@@ -169,6 +171,7 @@ class AttentionStats:
     logit_bound: float | None = None
     keys: int | None = None
     nonfinite_inputs: int = 0
+    scale_range: tuple[float, float] | None = None
     heads: dict[str, list[float | None]] | None = None
     run_step: int = 0
 
