@@ -678,6 +678,7 @@ class _Rows:
         high, top, second = structure.top_two(x)
         top, second = top + start, second + start
         runner = x.gather(-1, (second - start).unsqueeze(-1)).squeeze(-1)
+        runner = runner.masked_fill(second == top, -math.inf)  # no other visible key
         m, m2 = self.m[..., rows], self.m2[..., rows]  # type: ignore[index]
         i1, i2 = self.top[..., rows], self.second[..., rows]
         ahead = high > m  # the chunk's largest is the row's new largest

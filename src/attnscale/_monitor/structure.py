@@ -46,7 +46,8 @@ def top_two(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
 
 def second_largest(x: torch.Tensor, top: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
     """The index of each row's second largest entry, given the index ``top`` of its largest
-    and the value ``high`` there (both shaped (..., 1)). ``x`` is changed and restored."""
+    and the value ``high`` there (both shaped (..., 1)); any index, ``top`` included, where
+    every other entry is -inf. ``x`` is changed and restored."""
     x.scatter_(-1, top, -math.inf)
     second = x.argmax(-1)
     x.scatter_(-1, top, high)
