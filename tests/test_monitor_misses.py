@@ -444,3 +444,33 @@ def test_prophetnet_scale_before_its_stream_split_is_read() -> None:
     sites = [r.where for r in report.records]
     assert "decoder.layers.0.self_attn#1" in sites  # the predict stream, a place of its own
     assert all(r.last.scale_ratio == pytest.approx(1.0, rel=1e-6) for r in report.records)
+
+
+# --- 14. normalised q and k times learned per-dimension gains (x-transformers) ---------------
+
+
+class _QKNormDimScale(_Heads):
+    """q and k normalised, then multiplied by learned gains per dimension initialised at
+    d^(1/4), as x-transformers' ``qk_norm_dim_scale`` does, under SDPA's default scale."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        d = D // HEADS
+        self.q_scale = nn.Parameter(torch.full((HEADS, 1, d), d**0.25))
+        self.k_scale = nn.Parameter(torch.full((HEADS, 1, d), d**0.25))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.split(x)
+        q = F.normalize(q, dim=-1) * self.q_scale
+        k = F.normalize(k, dim=-1) * self.k_scale
+        return self.merge(F.scaled_dot_product_attention(q, k, v))
+
+
+def test_advice_reads_the_learned_gains_it_is_about() -> None:
+    torch.manual_seed(0)
+    report = _report(_QKNormDimScale(), torch.randn(2, 64, D))
+    (found,) = [f for f in report.findings if f.code == "scale-mismatch"]
+    assert found.severity == "warning"  # the bound is tight at initialisation: fair
+    assert "learned per-dimension gains" in found.message
+    assert "make it learnable" not in found.message  # it already is
+    assert report.records[0].last.qk_gain_learned

@@ -150,6 +150,7 @@ def _prescaled_scale(
         "scale_per_head": per_head,
         "scale_learned": lq.learned or lk.learned,
         "scale_range": position_range(scale, lq, lk),
+        "qk_gain_learned": lq.gain or lk.gain,
     }
 
 

@@ -381,7 +381,12 @@ class Capture(TorchFunctionMode):
         self.lineages.set(
             out,
             Lineage(
-                product, factor, head_factor=head_factor, learned=learned, position_factor=ranges
+                product,
+                factor,
+                head_factor=head_factor,
+                learned=learned,
+                position_factor=ranges,
+                gain=any(x.gain for x in prescaled),
             ),
         )
         self._recent.append(product)
@@ -568,6 +573,7 @@ class Capture(TorchFunctionMode):
         scale_per_head: tuple[float, ...] | None = None,
         scale_learned: bool = False,
         scale_range: tuple[float, float] | None = None,
+        qk_gain_learned: bool = False,
         q_rows: torch.Tensor | None = None,
         k_rows: torch.Tensor | None = None,
         heads: Callable[[], HeadStats] | None = None,
@@ -617,6 +623,7 @@ class Capture(TorchFunctionMode):
             scale_per_head=scale_per_head,
             scale_learned=scale_learned,
             scale_range=scale_range,
+            qk_gain_learned=qk_gain_learned,
             **spreads,
             **stats,
             heads=per_head,
@@ -850,6 +857,7 @@ def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:
         "scale_per_head": per_head,
         "scale_learned": lin.learned,
         "scale_range": position_range(scale, lin),
+        "qk_gain_learned": lin.gain,
     }
 
 

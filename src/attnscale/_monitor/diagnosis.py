@@ -264,8 +264,7 @@ def _bounded(
                 "warning",
                 where,
                 f"{read} {measured} That bound is too tight for attention to concentrate on "
-                f"any key. Raise the scale, or make it learnable (as cosine attention's "
-                f"temperature). {_link('scale-mismatch')}",
+                f"any key. {_raise_bound(s)} {_link('scale-mismatch')}",
             )
         ]
     if 1 / tol <= ratio <= tol:
@@ -281,6 +280,18 @@ def _bounded(
             f"{_link('scale-mismatch')}",
         )
     ]
+
+
+def _raise_bound(s: AttentionStats) -> str:
+    """What widens a normalised design's logit bound, given what in it is learned already."""
+    if s.qk_gain_learned:
+        return (
+            "q and k are multiplied by learned per-dimension gains, which training can grow; "
+            "if the bound stays this tight as it trains, start the gains (or the scale) higher."
+        )
+    if s.scale_learned:
+        return "The scale is learned: if it stays this low as it trains, start it higher."
+    return "Raise the scale, or make it learnable (as cosine attention's temperature)."
 
 
 def _declared(

@@ -165,6 +165,8 @@ class Lineage:
     # attn_temperature_tuning), folded into ``factor`` as its geometric mean: its smallest and
     # largest value relative to that mean
     position_factor: tuple[float, float] | None = None
+    # q or k multiplied by learned per-dimension gains (x-transformers' qk_norm_dim_scale)
+    gain: bool = False
 
     def times(self, s: float) -> Lineage:
         return dataclasses.replace(self, factor=self.factor * s)
@@ -259,6 +261,16 @@ def _folded(lin: Lineage, head_factor: torch.Tensor) -> Lineage:
         head_factor=None,
         position_factor=(low, high) if varies else lin.position_factor,
     )
+
+
+def _learned_gain(b: object, x: torch.Tensor) -> bool:
+    """Whether ``b`` is a learned gain per feature of ``x``: a tensor with a gradient, one
+    value per dimension of the last axis, the same for every row."""
+    if not isinstance(b, torch.Tensor) or not b.requires_grad or not b.is_floating_point():
+        return False
+    if b.dim() == 0 or b.shape[-1] != x.shape[-1] or b.dim() > x.dim():
+        return False
+    return b.dim() == 1 or b.shape[-2] == 1
 
 
 def _zero_one_mask(b: object) -> torch.Tensor | None:
@@ -401,6 +413,9 @@ class Lineages:
             lin = base.times(s if func in MUL else 1 / s)
             return dataclasses.replace(lin, learned=learned)
         per_head = _per_head(b, first)
+        if per_head is None and func in MUL and _learned_gain(b, first):
+            if base.product is None:  # q or k times learned per-dimension gains
+                return dataclasses.replace(base, gain=True, learned=True)
         if per_head is None:
             # RoPE's cos or sin: a scale applied before it stays (only a tracked q or k is
             # worth the check's pass over the table)

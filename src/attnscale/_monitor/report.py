@@ -89,7 +89,8 @@ class AttentionStats:
     different ones (``scale`` is then their geometric mean); ``scale_learned`` says that a
     factor on the way was computed from a parameter (a learnable temperature);
     ``scale_range`` is the smallest and largest scale over the query positions where a factor
-    changes with the position (a length temperature, as Llama 4's NoPE layers apply). Key columns
+    changes with the position (a length temperature, as Llama 4's NoPE layers apply);
+    ``qk_gain_learned`` says that q or k were multiplied by learned per-dimension gains. Key columns
     joined to the scores as attention sinks (``torch.cat`` with columns that are not
     q·k) are left out of the key set; ``sink_share`` is the mean probability they take.
     ``head_normalized_entropy`` and ``head_first_key_weight`` hold, per head, the mean
@@ -172,6 +173,7 @@ class AttentionStats:
     keys: int | None = None
     nonfinite_inputs: int = 0
     scale_range: tuple[float, float] | None = None
+    qk_gain_learned: bool = False
     heads: dict[str, list[float | None]] | None = None
     run_step: int = 0
 
