@@ -269,6 +269,21 @@ def test_bad_logits(fn) -> None:  # type: ignore[no-untyped-def]
         fn(torch.tensor([0.0, float("inf")]))
 
 
+def _logit_gradient_of(logits):  # type: ignore[no-untyped-def]
+    """logit_gradient with a valid upstream gradient, so that only ``logits`` can be at fault."""
+    shape = logits.shape if isinstance(logits, torch.Tensor) else (2,)
+    return logit_gradient(logits, torch.ones(shape))
+
+
+def test_bad_logits_of_logit_gradient() -> None:
+    """A list of logits is named as such, not reported as a shape mismatch ("shape None")."""
+    test_bad_logits(_logit_gradient_of)
+    with pytest.raises(TypeError, match=r"logits must be a torch\.Tensor, got list"):
+        logit_gradient([0.0, 1.0], [0.0, 1.0])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"grad_probs must be a torch\.Tensor, got str"):
+        logit_gradient(torch.zeros(2), "x")  # type: ignore[arg-type]
+
+
 def test_normalized_entropy_needs_two_entries() -> None:
     assert softmax_entropy(torch.zeros(3, 1)).tolist() == [0.0, 0.0, 0.0]
     with pytest.raises(ValueError, match="n >= 2"):

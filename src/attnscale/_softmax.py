@@ -462,11 +462,13 @@ def logit_gradient(logits: torch.Tensor, grad_probs: torch.Tensor) -> torch.Tens
     >>> logit_gradient(z, g).abs().max().item()  # a constant g changes nothing
     0.0
     """
-    g = _checks.float_tensor(grad_probs, "grad_probs", min_dim=1)
-    if not isinstance(logits, torch.Tensor) or g.shape != logits.shape:
-        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else None
-        raise ValueError(f"grad_probs must have the logits' shape {shape}, got {tuple(g.shape)}")
+    # The logits first: a list or an integer tensor is named as the logits' fault.
     p = torch.softmax(_prepare(logits), dim=-1)  # (..., n)
+    g = _checks.float_tensor(grad_probs, "grad_probs", min_dim=1)
+    if g.shape != p.shape:
+        raise ValueError(
+            f"grad_probs must have the logits' shape {tuple(p.shape)}, got {tuple(g.shape)}"
+        )
     if not bool(torch.isfinite(g).all()):
         raise ValueError("grad_probs must be finite (no NaN or inf)")
     g = g.to(torch.promote_types(g.dtype, p.dtype))
