@@ -16,6 +16,10 @@ from .tasks import TASKS
 
 __all__ = ["TrainingConfig"]
 
+#: The most CPU threads ``num_threads`` may ask for (torch takes a 32-bit count, and more
+#: threads than any machine has cores only oversubscribes it).
+MAX_THREADS = 1024
+
 
 @dataclass(frozen=True)
 class TrainingConfig:
@@ -66,20 +70,23 @@ class TrainingConfig:
         Where to train (``"cpu"`` by default; ``"cuda"`` when available; not ``"meta"``). Data
         and initial weights are drawn on the CPU, so a seed means the same run on every device.
     progress : bool, optional
-        Print a one-line progress report per epoch to stderr; by default only when stderr is a
-        terminal.
+        Print a one-line progress report per epoch to stderr; by default (None) only when stderr
+        is a terminal. ``True``, ``False`` or None (numpy bools and the integers 0 and 1 are
+        taken as bools).
     num_threads : int, optional
-        CPU threads for torch during the call (``torch.set_num_threads``, restored afterwards);
-        default: leave torch's setting. The matrices here are small: on a machine with few
-        cores and other work, one thread can be faster than several.
+        CPU threads for torch during the call (``torch.set_num_threads``, restored afterwards),
+        from 1 to 1024; default: leave torch's setting. The matrices here are small: on a
+        machine with few cores and other work, one thread can be faster than several.
 
     Raises
     ------
     TypeError
-        For a size, seed or learning rate of the wrong type (a seed must be an integer).
+        For a size, seed or learning rate of the wrong type (a seed must be an integer), or a
+        ``progress`` that is not a bool or None.
     ValueError
         For an unknown task, strategy or model, a size, learning rate, ``eps`` or epoch count
-        that is not positive, sizes too large for torch to allocate the data, repeated seeds or
+        that is not positive, sizes too large for torch to allocate the data or an epoch count
+        too large for the recorded metrics, ``num_threads`` above 1024, repeated seeds or
         seeds outside $[0, 2^{64})$, ``strategies``, ``seeds`` or ``lrs`` that are empty or
         more than one-dimensional, ``num_heads`` not dividing ``d_model`` (``model="block"``)
         or not 1 (``model="simple"``), betas outside $[0, 1)$, or a device that cannot hold
@@ -159,15 +166,47 @@ class TrainingConfig:
         store("weight_decay", _checks.non_negative_float(self.weight_decay, "weight_decay"))
         store("warmup_steps", _checks.integer(self.warmup_steps, "warmup_steps", low=0, high=2**62))
         store("qk_init_gain", _checks.positive_float(self.qk_init_gain, "qk_init_gain"))
+        self._check_allocations()
+        store("device", _checks.device(self.device))
+        store("progress", _flag(self.progress, "progress"))
+        store("num_threads", _threads(self.num_threads))
+
+    def _check_allocations(self) -> None:
+        """Raise ``ValueError`` naming the fields if the data or the metrics cannot be allocated."""
         _checks.allocation(
-            (len(seeds), max(self.num_samples, self.test_samples), self.seq_len, self.d_model),
+            (len(self.seeds), max(self.num_samples, self.test_samples), self.seq_len, self.d_model),
             torch.float32,
             "num_samples, test_samples, seq_len or d_model",
         )
-        store("device", _checks.device(self.device))
-        store("progress", None if self.progress is None else bool(self.progress))
-        if self.num_threads is not None:
-            store("num_threads", _checks.positive_int(self.num_threads, "num_threads"))
+        # The metrics recorded per step: (models, epochs, steps per epoch) numbers of each kind.
+        steps = -(-self.num_samples // self.batch_size)
+        models = len(self.strategies) * len(self.lrs) * len(self.seeds)
+        _checks.allocation(
+            (models, self.epochs, steps), torch.float32, "epochs (with num_samples / batch_size)"
+        )
+
+
+def _threads(value: object) -> int | None:
+    """``num_threads`` validated: None, or a whole number in [1, MAX_THREADS]."""
+    if value is None:
+        return None
+    threads = _checks.positive_int(value, "num_threads")
+    if threads > MAX_THREADS:
+        raise ValueError(f"num_threads must be at most {MAX_THREADS}, got {_checks.show(threads)}")
+    return threads
+
+
+def _flag(value: object, name: str) -> bool | None:
+    """``value`` as a bool: True, False, None (unset), numpy bools, or the integers 0 and 1."""
+    if value is None:
+        return None
+    if isinstance(value, bool | np.bool_) or (
+        isinstance(value, numbers.Integral) and value in (0, 1)
+    ):
+        return bool(value)
+    raise TypeError(
+        f"{name} must be True, False or None, got {type(value).__name__} {_checks.show(value)[:80]}"
+    )
 
 
 def _as_tuple(value: object, name: str) -> tuple[object, ...]:
