@@ -413,9 +413,9 @@ class Lineages:
             lin = base.times(s if func in MUL else 1 / s)
             return dataclasses.replace(lin, learned=learned)
         per_head = _per_head(b, first)
-        if per_head is None and func in MUL and _learned_gain(b, first):
-            if base.product is None:  # q or k times learned per-dimension gains
-                return dataclasses.replace(base, gain=True, learned=True)
+        learned_gain = per_head is None and func in MUL and _learned_gain(b, first)
+        if learned_gain and base.product is None:  # q or k times learned per-dimension gains
+            return dataclasses.replace(base, gain=True)
         if per_head is None:
             # RoPE's cos or sin: a scale applied before it stays (only a tracked q or k is
             # worth the check's pass over the table)
