@@ -325,3 +325,37 @@ def test_training_metric_plot_needs_a_result() -> None:
         asc.plot_training_metric({"loss": [1.0]}, "loss")
     with pytest.raises(ValueError, match="name"):
         asc.plot_training_metric(asc.train("mean", **TINY_TRAIN), "nope")
+
+
+def _report() -> asc.MonitorReport:
+    q = torch.randn(1, 1, 4, 8)
+    with asc.AttentionMonitor() as monitor:
+        torch.softmax(q @ q.transpose(-2, -1) * 8**-0.5, dim=-1)
+    assert monitor.report().records
+    return monitor.report()
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda r: asc.plot_monitor_series([r]), "report must be a MonitorReport.*got list"),
+        (lambda r: asc.plot_monitor_series(r, where="x"), "where must be a list .*got str"),
+        (lambda r: asc.plot_monitor_series(r, where=[3]), r"where\[0\] must be .*got int"),
+        (lambda r: asc.plot_monitor_summary(r), "reports must be a mapping .*got MonitorReport"),
+        (lambda r: asc.plot_monitor_summary([r]), "reports must be a mapping .*got list"),
+        (lambda r: asc.plot_monitor_summary({"a": [r]}), r"reports\['a'\] must be a MonitorR"),
+        (lambda r: asc.plot_monitor_summary({"a": r}, marks=[1.0]), "marks must be a mapping"),
+        (lambda r: asc.plot_monitor_summary({"a": r}, marks={"m": "x"}), r"marks\['m'\]"),
+        (lambda r: asc.plot_monitor_summary({"a": r}, colors=["C1"]), "colors must be a mapping"),
+        (lambda r: asc.plot_probability_rows([[0.5, 0.5]]), "rows must be a mapping .*got list"),
+        (lambda r: asc.plot_strategy_curves([1], [[1.0]]), "curves must be a mapping .*got list"),
+        (lambda r: asc.plot_strategy_curves([1], {"a": [1]}, labels=["a"]), "labels must be a"),
+        (lambda r: asc.plot_seed_bands(r), "curves must be a mapping .*got MonitorReport"),
+        (lambda r: asc.plot_seed_bands({"a": [1.0]}, colors="C1"), "colors must be a mapping"),
+    ],
+)
+def test_plot_helpers_name_an_argument_of_the_wrong_kind(call, match: str) -> None:
+    """A list, a single report or a string where a report or a mapping belongs is a TypeError
+    naming the argument, not an AttributeError from inside the helper."""
+    with pytest.raises(TypeError, match=match):
+        call(_report())

@@ -14,8 +14,8 @@ Matplotlib is an optional dependency (the ``plot`` extra: ``pip install -e ".[pl
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -45,6 +45,35 @@ def _values(data: object, name: str) -> np.ndarray:
         raise ValueError(f"{name} must be numbers (a tensor, array or sequence): {err}") from None
 
 
+def _mapping(value: object, name: str, example: str) -> Mapping[Any, Any]:
+    """``value`` if it is a mapping (a dict), else a TypeError naming ``name`` and its form."""
+    if not isinstance(value, Mapping):
+        raise TypeError(f"{name} must be a mapping such as {example}, got {type(value).__name__}")
+    return value
+
+
+def _options(colors: object, labels: object) -> tuple[Mapping[Any, Any], Mapping[Any, Any]]:
+    """The optional ``colors`` and ``labels`` mappings, checked (None: empty)."""
+    colour_of = {} if colors is None else _mapping(colors, "colors", "{'none': 'C1'}")
+    label_of = {} if labels is None else _mapping(labels, "labels", "{'none': 'no scale'}")
+    return colour_of, label_of
+
+
+def _sites(where: object) -> tuple[str, ...] | None:
+    """``where`` of plot_monitor_series: None, or a sequence of call-site names."""
+    if where is None:
+        return None
+    if isinstance(where, str) or not isinstance(where, Collection):
+        raise TypeError(
+            f"where must be a list of call-site names such as ['layer0'], got "
+            f"{type(where).__name__} {_checks.show(where)[:80]}"
+        )
+    for i, site in enumerate(where):
+        if not isinstance(site, str):
+            raise TypeError(f"where[{i}] must be a call-site name (str), got {type(site).__name__}")
+    return tuple(where)
+
+
 def plot_probability_rows(
     rows: Mapping[str, torch.Tensor | np.ndarray | Sequence[float]],
     *,
@@ -71,10 +100,13 @@ def plot_probability_rows(
 
     Raises
     ------
+    TypeError
+        If ``rows`` is not a mapping.
     ValueError
         If ``rows`` is empty, a row is empty, not numeric or not finite (NaN or inf), or the
         rows differ in length.
     """
+    _mapping(rows, "rows", "{'T = 1': probabilities}")
     if not rows:
         raise ValueError("rows must contain at least one probability vector")
     arrays = {label: _values(p, f"rows[{label!r}]").ravel() for label, p in rows.items()}
@@ -149,17 +181,21 @@ def plot_monitor_series(
     Raises
     ------
     TypeError
-        If ``report`` is not a MonitorReport.
+        If ``report`` is not a MonitorReport (a list of reports included: draw each on one
+        ``ax`` with its own ``color`` and ``label``), or ``where`` is not a list of names.
     ValueError
         If ``metric`` is unknown or ``report`` has no records to draw.
     """
     from ._monitor import AttentionStats, MonitorReport
 
     if not isinstance(report, MonitorReport):
-        raise TypeError(f"report must be a MonitorReport, got {type(report).__name__}")
+        raise TypeError(
+            f"report must be a MonitorReport (monitor.report()), got {type(report).__name__}"
+        )
     fields = [f.name for f in dataclasses.fields(AttentionStats)]
     _checks.one_of(metric, "metric", fields)
-    records = [r for r in report.records if where is None or r.where in where]
+    sites = _sites(where)
+    records = [r for r in report.records if sites is None or r.where in sites]
     if not records:
         raise ValueError("report has no records to plot (check where)")
     ax = new_axes(ax)
@@ -217,28 +253,42 @@ def plot_monitor_summary(
 
     Raises
     ------
+    TypeError
+        If ``reports`` is not a mapping of names to MonitorReports (a single report or a list
+        included), ``marks`` or ``colors`` is not a mapping, or a mark is not a number.
     ValueError
-        If ``metric`` is unknown, there is nothing to draw, or ``log`` is set and a value or mark
-        is not positive.
+        If ``metric`` is unknown, there is nothing to draw, a mark is not a finite number, or
+        ``log`` is set and a value or mark is not positive.
     """
-    from ._monitor import AttentionStats
+    from ._monitor import AttentionStats, MonitorReport
 
     fields = [f.name for f in dataclasses.fields(AttentionStats)]
     _checks.one_of(metric, "metric", fields)
+    _mapping(reports, "reports", "{'correct': report}")
+    colour_of, _ = _options(colors, None)
     labels: list[str] = []
     values: list[float] = []
     colours: list[str] = []
     for k, (name, report) in enumerate(reports.items()):
+        if not isinstance(report, MonitorReport):
+            raise TypeError(
+                f"reports[{name!r}] must be a MonitorReport, got {type(report).__name__}"
+            )
         for rec in report.records:
             v = getattr(rec.last, metric)
             labels.append(name if len(report.records) == 1 else f"{name}: {rec.where}")
             values.append(np.nan if v is None else float(v))
-            colours.append((colors or {}).get(name, cycle_colour(k)))
+            colours.append(colour_of.get(name, cycle_colour(k)))
     if not labels:
         raise ValueError("reports must contain at least one record")
     x = np.array(values)
     finite = x[np.isfinite(x)]
-    refs = dict(marks or {})
+    refs = {
+        label: _checks.finite_float(value, f"marks[{label!r}]")
+        for label, value in _mapping(
+            {} if marks is None else marks, "marks", "{'float16 max': 65504.0}"
+        ).items()
+    }
     shown = np.concatenate([finite, np.array(list(refs.values()), dtype=float)])
     if log and (shown <= 0).any():
         raise ValueError(f"log=True needs positive values and marks, got {shown[shown <= 0]}")
@@ -331,10 +381,14 @@ def plot_strategy_curves(
 
     Raises
     ------
+    TypeError
+        If ``curves``, ``colors`` or ``labels`` is not a mapping.
     ValueError
         If ``curves`` is empty, ``x`` is empty, not one-dimensional or not finite, a value is
         not numeric, or a curve's length differs from ``x``.
     """
+    _mapping(curves, "curves", "{'none': values}")
+    colour_of, label_of = _options(colors, labels)
     if not curves:
         raise ValueError("curves must contain at least one strategy")
     xs = _values(x, "x")
@@ -360,8 +414,8 @@ def plot_strategy_curves(
             markersize=3,
             linewidth=5 if covered else 1.4,
             alpha=0.45 if covered else 1.0,
-            label=(labels or {}).get(label, label),
-            color=(colors or {}).get(label, cycle_colour(i)),
+            label=label_of.get(label, label),
+            color=colour_of.get(label, cycle_colour(i)),
             linestyle=linestyle(i),
         )
     if hline is not None:
@@ -432,6 +486,8 @@ def plot_seed_bands(
 
     Raises
     ------
+    TypeError
+        If ``curves``, ``colors`` or ``labels`` is not a mapping.
     ValueError
         If ``curves`` is empty, a curve has no seeds or no points, a value is not numeric,
         ``band`` is unknown, or shapes disagree.
@@ -444,6 +500,8 @@ def plot_seed_bands(
     >>> len(ax.get_lines()), ax.get_xlabel()
     (2, 'epoch')
     """
+    _mapping(curves, "curves", "{'none': values}")
+    colour_of, label_of = _options(colors, labels)
     if not curves:
         raise ValueError("curves must contain at least one label")
     band = _checks.one_of(band, "band", ("range", "std"))
@@ -469,13 +527,13 @@ def plot_seed_bands(
         else:
             sd = y.std(0, ddof=1) if y.shape[0] > 1 else np.zeros_like(mean)
             lo, hi = mean - sd, mean + sd
-        colour = (colors or {}).get(label, cycle_colour(i))
+        colour = colour_of.get(label, cycle_colour(i))
         ax.plot(
             xs,
             mean,
             color=colour,
             linestyle=linestyle(i),
-            label=(labels or {}).get(label, label),
+            label=label_of.get(label, label),
             marker="o" if markers else None,
             markersize=3,
         )
