@@ -109,9 +109,12 @@ figures.one_legend(fig, ncols=3)
 #
 # A causal attention layer written by hand whose first key draws about the share $p = 0.9$ from
 # every query, measured by [AttentionMonitor][attnscale.AttentionMonitor] with
-# `all_rows=True`, then the same share taken by a learned sink column instead. The per-head
-# statistics report the weight on the first key next to the entropy, and the sink column's
-# share as `sink_share`.
+# `all_rows=True`; then a head that parks most of each row on the first key as well but gives
+# what is left to one earlier key drawn at random for each query; then the share of the first
+# design taken by a learned sink column instead. The per-head statistics report, next to the
+# entropy, each head's sink key (the key most of its rows put their largest weight on) with
+# its mean weight, and the entropy of the rest of each row once the sink is left out; the sink
+# column's share is reported as `sink_share`.
 
 L, HEADS = 256, 4
 
@@ -149,14 +152,26 @@ q, k = q - (q @ u)[..., None] * u, k - (k @ u)[..., None] * u  # orthogonal to u
 q = q + math.sqrt(D_K) * u  # the shared component
 k_sink = k.clone()
 k_sink[:, :, 0] = s_target * u  # q·k_0 / sqrt(d_k) = s_target for every query
+# The second design: a sink logit of 13 on the first key, and a logit of 11 on one earlier
+# key r(i) per query, drawn at random, far above the ordinary logits (about log n + 4 for the
+# longest row): the sink keeps most of each row and the rest goes to that one key.
+SINK_LOGIT, REST_LOGIT = 13.0, 11.0
+k_rest = k.clone()
+k_rest[:, :, 0] = SINK_LOGIT * u
+rest_key = (torch.rand(L, generator=gen) * torch.arange(L)).long() + 1  # in 1..i (i >= 1)
+chosen = k_rest[:, :, rest_key.clamp_max(L - 1)]  # (1, heads, L, d_k): each query's key
+extra = REST_LOGIT * math.sqrt(D_K) * chosen / chosen.square().sum(-1, keepdim=True)
+extra[:, :, 0] = 0.0  # the first query sees the sink only
+q_rest = q + extra
 designs = {
-    "sink token": (CausalAttention(None), k_sink),
-    "sink column": (CausalAttention(s_target), k),
+    "sink token": (CausalAttention(None), q, k_sink),
+    "sink token, one-key rest": (CausalAttention(None), q_rest, k_rest),
+    "sink column": (CausalAttention(s_target), q, k),
 }
 found = {}  # the monitor's findings for each design
-for name, (module, keys) in designs.items():
+for name, (module, queries, keys) in designs.items():
     with torch.no_grad(), attnscale.AttentionMonitor(module, all_rows=True) as monitor:
-        weights = module(q, keys)
+        weights = module(queries, keys)
     report = monitor.report()
     heads = report.records[0].last.heads
     share = report.records[0].last.sink_share
@@ -166,7 +181,9 @@ for name, (module, keys) in designs.items():
     )
     print(f"  per head: max logit {[round(v, 1) for v in heads['max_logit']]}")
     print(f"            entropy {[round(v, 2) for v in heads['entropy']]}")
-    print(f"            first-key weight {[round(v, 2) for v in heads['first_key_weight']]}")
+    print(f"            sink key {[int(v) for v in heads['sink_key']]}")
+    print(f"            sink weight {[round(v, 2) for v in heads['sink_weight']]}")
+    print(f"            rest entropy {[round(v, 2) for v in heads['rest_entropy']]}")
     found[name] = [f.code for f in report.findings]
     print("  findings: " + (", ".join(found[name]) or "none"))
 
@@ -178,17 +195,32 @@ for name, (module, keys) in designs.items():
 #   context. It stays within the monitor's large-logit threshold (QK-Clip's $\tau = 100$) at
 #   every length measured here, and far from float16's range (the headroom printed above).
 # - **A sink lowers the entropy** below the monitor's entropy-collapse threshold once it takes
-#   most of the mass, in a healthy head. The monitor therefore reads the weight on the first
-#   key per head: a head that parks at least half of its mass there (`sink_weight`) is
-#   reported as an `attention-sink` (info), and only the other heads are checked for collapse.
+#   most of the mass, in a healthy head. The monitor therefore finds each head's sink key, the
+#   key most of its rows put their largest weight on: the first token here, but a delimiter or
+#   a punctuation mark just as well. A head that parks at least half of its mass there
+#   (`sink_weight`) is reported as an `attention-sink` (info), and its collapse check reads
+#   the rest of each row instead of the whole row. With $p_0$ the row's weight on the sink,
+#   $H$ its entropy and $h_b$ the binary entropy, the rest, renormalised, has entropy
+#   $H_\text{rest} = (H - h_b(p_0)) / (1 - p_0)$, out of at most $\log(n - 1)$; the monitor
+#   averages it over the rows weighted by $1 - p_0$, so a row that is all sink counts for
+#   nothing. The first sink head keeps a spread rest and passes. The second is a sink too,
+#   but what it leaves of each row goes to one key: its rest is collapsed, and so is the head.
+#   Exempting every sink head from the check, as the monitor once did, would have hidden it.
+# - **Low entropy by structure is not collapse either.** A head whose rows look at one fixed
+#   offset from the query, the previous token or the token itself, has near one-hot rows by
+#   design. The monitor counts the rows whose largest weight (past the sink, where the largest
+#   is the sink) lies at the head's most common offset, and leaves a head out of the collapse
+#   check when that share reaches `positional_share`; a collapsed head whose rows each pick a
+#   key at random stays far below it.
 # - **A learned sink column, or softmax with $+1$,** takes the same share with no key's logit
 #   growing: the max logit and the entropy over the keys stay those of the ordinary logits.
 #   The monitor leaves the column out of the keys and reports its share as `sink_share`.
 # - **The guide's own trained model has no sink.** Its per-head weights on the first key,
-#   printed below, stay near what uniform attention gives, and its first token's hidden state
-#   stays within a small factor of the others' (a massive activation is hundreds of times
-#   larger): two layers, and windows cut from the middle of a text with no start token, give
-#   it no reason to learn one.
+#   and on each head's sink key (whichever key it favours most), printed below, stay near what
+#   uniform attention gives, far under `sink_weight`, and its first token's hidden state stays
+#   within a small factor of the others' (a massive activation is hundreds of times larger):
+#   two layers, and windows cut from the middle of a text with no start token, give it no
+#   reason to learn one.
 
 from attnscale._docs import calibration
 
@@ -202,6 +234,9 @@ print(f"uniform causal attention puts {uniform:.3f} on the first key (context {c
 for record in monitor.report().records:
     weights = [round(w, 3) for w in record.last.heads["first_key_weight"]]
     print(f"{record.where}: first-key weight per head {weights}")
+    keys = [int(k) for k in record.last.heads["sink_key"]]
+    weights = [round(w, 3) for w in record.last.heads["sink_weight"]]
+    print(f"{record.where}: sink key per head {keys}, weight on it {weights} (rows with 2+ keys)")
 print("findings: " + (", ".join(f.code for f in monitor.report().findings) or "none"))
 # massive activations would show as a first token far larger than the rest (Sun et al. 2024)
 first_vs_rest = []
