@@ -19,9 +19,15 @@ Definitions:
   $c\,q\cdot k$, plus the additive mask or bias where one is given.
 - ``entropy``: per row $H / \log n$ with $n$ the row's unmasked keys, averaged over the rows
   with at least two (Zhai et al. 2023). Computed from max-centred logits, so never negative.
-- ``lse``: the row's log-sum-exp, averaged; ``first_key_weight``: the probability on key 0
-  (where attention sinks form), averaged; ``masked_rows``: the fraction of rows with no
-  unmasked key.
+- ``lse``: the row's log-sum-exp, averaged; ``first_key_weight``: the probability on key 0,
+  averaged; ``masked_rows``: the fraction of rows with no unmasked key.
+- ``sink_key``: the key most rows (with two or more unmasked keys) put their largest weight
+  on, where attention sinks form (the first token, a delimiter); ``sink_weight``: the mean
+  probability on it, 0 in rows that cannot see it; ``rest_entropy``: the normalised entropy
+  of the rest of each row without that key, renormalised, averaged with the rest's mass as
+  weight; ``positional_share``: the share of rows whose largest key (or second largest,
+  where the largest is the sink key) lies at the most common offset from the query,
+  ``positional_offset`` (see ``attnscale._monitor.structure``).
 - ``max_abs_qk``: the largest $|q\cdot k|$ before the scale over the products formed:
   float16 overflows past 65504. With a mask tensor every entry counts (eager code forms
   the product whatever the mask); under ``is_causal`` alone the visible ones (causal kernels skip
