@@ -106,6 +106,73 @@ Table(
 
 
 # %%
+# ## The same number in other libraries
+#
+# Megatron-LM, Transformer Engine, cuDNN and Kimi K2's QK-Clip each report a largest attention
+# logit, and not quite the same one. All of them read the softmax input (the product times the
+# scale, plus any additive bias) and leave masked entries out; they differ in the sign, in a
+# clamp at 0, in what one value covers, and in how layers, micro-batches and processes combine.
+# The tables are printed from the monitor's table of definitions
+# (`attnscale._monitor.metric_names`), each row as read in the source it links (Megatron-LM's
+# per-head numbers are Transformer Engine's); a test computes every row on one causal example
+# built so that each of these differences changes the number. torchtitan logs no max logit;
+# its row is there for the way it reduces its MoE layers' counts, one collective for every
+# layer, which the monitor follows.
+
+# %%
+from attnscale._monitor.metric_names import DEFINITIONS
+
+
+def yes_no(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+computed = [d for d in DEFINITIONS if d.per is not None]
+Table(
+    ["library", "logged as", "max of", "clamped at 0", "masked entries", "one value per"],
+    [
+        [
+            d.library,
+            d.key,
+            ("logit" if d.signed else "|logit|") + (", scaled" if d.scaled else ", unscaled"),
+            yes_no(d.clamp_at_zero),
+            "left out" if d.masked_out else "counted",
+            d.per,
+        ]
+        for d in computed
+    ],
+)
+
+
+# %%
+# How each combines calls and processes, and where it was read (commits pinned):
+
+
+# %%
+def source_label(url: str) -> str:
+    """A short name for a source: the arXiv number, the file, or this site's reference."""
+    if "arxiv.org" in url:
+        return "arXiv:" + url.rsplit("/", 1)[-1]
+    if url.startswith("https://github.com/"):
+        return url.rsplit("/", 1)[-1]
+    return "API reference"
+
+
+Table(
+    ["library", "combined over calls and processes", "source"],
+    [[d.library, d.across, source_label(d.source)] for d in DEFINITIONS],
+    links={"source": [d.source for d in DEFINITIONS]},
+)
+
+# %%
+# The monitor logs each head's signed maximum over every row of the step, the number QK-Clip
+# compares with its threshold and divides it by, which Transformer Engine and cuDNN give too:
+# kept signed and unclamped, so a head whose logits are all negative reads as such, not as 0.
+# `AttentionMonitor(..., log_names="megatron")` adds Megatron-LM's `max_attention_logit`,
+# under Megatron's definition, so that a dashboard built for Megatron runs reads this one.
+
+
+# %%
 # ## The curves, head by head
 #
 # Per head, from the dicts the logger received: the largest attention logit and the entropy,
