@@ -474,3 +474,71 @@ def test_advice_reads_the_learned_gains_it_is_about() -> None:
     assert "learned per-dimension gains" in found.message
     assert "make it learnable" not in found.message  # it already is
     assert report.records[0].last.qk_gain_learned
+
+
+# --- 6. a softmax written by scatter over a graph's edges (torch-geometric) ------------------
+
+
+def _edges(nodes: int = 30, edges: int = 120) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    return torch.randn(nodes, 16, generator=g), torch.randint(0, nodes, (2, edges), generator=g)
+
+
+class _EdgeAttention(nn.Module):
+    """Per-edge attention written as graph libraries write it: q_i · k_j per edge, then a
+    softmax over each target node's edges by gather, exp and scatter-sum (no softmax call)."""
+
+    def __init__(self, scale: bool, softmax: Any = None) -> None:
+        super().__init__()
+        self.q, self.k = nn.Linear(16, 4 * 8), nn.Linear(16, 4 * 8)
+        self.scale, self.softmax = scale, softmax
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        j, i = edge_index
+        q = self.q(x).view(-1, 4, 8).index_select(0, i)
+        k = self.k(x).view(-1, 4, 8).index_select(0, j)
+        alpha = (q * k).sum(dim=-1)
+        alpha = alpha / math.sqrt(8) if self.scale else alpha
+        if self.softmax is not None:  # torch-geometric's own
+            return self.softmax(alpha, i, num_nodes=x.shape[0])
+        top = torch.full((x.shape[0], 4), -math.inf).scatter_reduce(
+            0, i[:, None].expand(-1, 4), alpha.detach(), reduce="amax"
+        )
+        e = (alpha - top.index_select(0, i)).exp()
+        total = torch.zeros(x.shape[0], 4).index_add(0, i, e)
+        return e / total.index_select(0, i)
+
+
+def _true_scores(model: _EdgeAttention | Any, x: torch.Tensor, ei: torch.Tensor) -> torch.Tensor:
+    j, i = ei
+    with torch.no_grad():
+        return (model.q(x).view(-1, 4, 8)[i] * model.k(x).view(-1, 4, 8)[j]).sum(-1) / math.sqrt(8)
+
+
+def test_a_softmax_written_by_scatter_is_attention() -> None:
+    torch.manual_seed(0)
+    x, ei = _edges()
+    model = _EdgeAttention(scale=True)
+    report = _report(model, x, ei)
+    assert _codes(report) == set(), report
+    (record,) = report.records
+    assert record.last.scale_ratio == pytest.approx(1.0, rel=1e-6)
+    assert record.last.path == "softmax:edges"
+    assert record.last.max_abs_logit == pytest.approx(
+        float(_true_scores(model, x, ei).abs().max()), rel=1e-5
+    )
+    assert "scale-mismatch" in _codes(_report(_EdgeAttention(scale=False), x, ei))
+
+
+def test_torch_geometric_transformer_conv_is_attention() -> None:
+    pyg = pytest.importorskip("torch_geometric")
+    torch.manual_seed(0)
+    x, ei = _edges()
+    conv = pyg.nn.TransformerConv(16, 8, heads=4)
+    report = _report(conv, x, ei)
+    assert _codes(report) == set(), report
+    (record,) = report.records
+    assert record.last.scale_ratio == pytest.approx(1.0, rel=1e-6)
+    assert record.last.num_heads == 4
+    planted = _EdgeAttention(scale=False, softmax=pyg.utils.softmax)  # their softmax
+    assert "scale-mismatch" in _codes(_report(planted, x, ei))

@@ -434,6 +434,9 @@ class Capture(TorchFunctionMode):
         if not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
             return
         lin, given = self.lineages.of(x), x  # the gradient reaches the tensor the model used
+        if lin is not None and lin.product is not None and lin.product.edges:
+            self._on_edge_softmax(where, func, x, lin)
+            return
         moved = None  # the query and key axes, where the keys are not the last axis
         if dim % x.dim() != x.dim() - 1 or (lin is not None and lin.product is not None):
             if lin is None or lin.product is None:
@@ -507,6 +510,36 @@ class Capture(TorchFunctionMode):
         )
         grad = lambda g: self.sample(_keys_last(g, moved), g.dim() - 2)  # noqa: E731
         self.watch_gradient(given, stats, where, grad)
+
+    def _on_edge_softmax(
+        self, where: str, func: Callable[..., Any], x: torch.Tensor, lin: Lineage
+    ) -> None:
+        """A softmax over per-edge scores, grouped by query node (torch-geometric's
+        ``TransformerConv``: ``exp``, then a scatter-sum per node), laid out as rows of
+        keys: one row per query node, its edges as keys, padded with -inf."""
+        product = lin.product
+        assert product is not None
+        if lin.groups is None or func not in EXP or any(p is product for p in self._measured):
+            return  # without the grouping there are no rows to read
+        self._measured.append(product)
+        scores = x.detach() if lin.row_shift is None else x.detach() + lin.row_shift
+        dense = _by_query(scores, lin.groups)  # (1, heads, nodes, most edges per node)
+        self.size_sample(dense.shape)
+        self.record(
+            ("softmax(QK^T)", where),
+            path="softmax:edges",
+            logits=self.sample(dense, 2).float(),
+            shape=tuple(dense.shape),
+            dtype=product.out.dtype,
+            head_dim=product.head_dim,
+            num_heads=int(dense.shape[1]),
+            q=product.q,
+            k=product.k,
+            q_rows=product.q_rows,
+            k_rows=product.k_rows,
+            heads=lambda: head_stats_of_logits(dense),
+            **_read_scale(lin, dense),
+        )
 
     def _fit(self, x: torch.Tensor, product: Product) -> dict[str, Any]:
         """Least-squares factor c in x ≈ c·product, and its relative residual."""
@@ -806,6 +839,21 @@ def _used_dims(q: torch.Tensor, k: torch.Tensor, head_dim: int) -> int:
     used = (q.reshape(-1, head_dim) != 0).any(0) & (k.reshape(-1, head_dim) != 0).any(0)
     n = int(used.sum())
     return n if 0 < n < head_dim else head_dim
+
+
+def _by_query(scores: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """Per-edge scores (edges, *heads) as (1, heads, query nodes, keys): each node's edges
+    in a row, in their listed order, -inf past the last; nodes without an edge left out."""
+    edges = scores.shape[0]
+    flat = scores.reshape(edges, -1)
+    order = torch.argsort(index, stable=True)
+    node = index[order]
+    counts = torch.bincount(node)
+    starts = torch.cumsum(counts, 0) - counts
+    slot = torch.arange(edges, device=scores.device) - starts[node]
+    dense = flat.new_full((flat.shape[1], counts.numel(), int(counts.max())), -math.inf)
+    dense[:, node, slot] = flat[order].T
+    return dense[:, counts > 0].unsqueeze(0)
 
 
 def _keys_axis(

@@ -94,6 +94,8 @@ CAT = {torch.cat, torch.concat, torch.concatenate}
 STACK = {torch.stack}
 # scores written into a buffer (sliding windows): the buffer takes their lineage
 WRITE = {_TB.__setitem__, _TB.copy_, _TB.index_put_, torch.index_put}
+# a per-node value spread to edges (graph attention's softmax): the index groups the edges
+GATHER = {torch.index_select, _TB.index_select, torch.repeat_interleave, _TB.repeat_interleave}
 #: Every function a lineage follows.
 FOLLOWED = frozenset(SAME | SPLIT | MUL | DIV | ADD | TANH | REDUCE | CAT | STACK | WRITE)
 #: Products of two tensors: q·kᵀ when both are activations.
@@ -130,6 +132,9 @@ class Product:
     # anywhere: Transformer-XL's [i, j, batch, heads]); None where the product does not say
     q_axis: int | None = None
     k_axis: int | None = None
+    # scores listed per (query, key) pair along the first axis, as graph attention lists
+    # them per edge: ``(q_i * k_j).sum(-1)``; the softmax groups them by the query's index
+    edges: bool = False
 
     def swapped(self) -> Product:
         """The same product read the other way round: q is k's side."""
@@ -167,6 +172,11 @@ class Lineage:
     position_factor: tuple[float, float] | None = None
     # q or k multiplied by learned per-dimension gains (x-transformers' qk_norm_dim_scale)
     gain: bool = False
+    # two activations multiplied elementwise: q·k per pair once summed over the last axis
+    pair: tuple[torch.Tensor, torch.Tensor] | None = None
+    # per-pair scores (``Product.edges``): the query index of each pair, once a shift by a
+    # per-query maximum gathered with it showed the grouping
+    groups: torch.Tensor | None = None
 
     def times(self, s: float) -> Lineage:
         return dataclasses.replace(self, factor=self.factor * s)
@@ -263,6 +273,40 @@ def _folded(lin: Lineage, head_factor: torch.Tensor) -> Lineage:
     )
 
 
+def _pair(a: object, b: object) -> bool:
+    """Two activations of one shape, multiplied elementwise: q_i * k_j of per-edge attention."""
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return False
+    if a.shape != b.shape or a.dim() < 2 or not (a.is_floating_point() and b.is_floating_point()):
+        return False
+    return not (isinstance(a, torch.nn.Parameter) or isinstance(b, torch.nn.Parameter))
+
+
+def _pair_product(
+    lin: Lineage, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> Lineage | None:
+    """``(q_i * k_j).sum(-1)``: per-edge scores, a product whose rows are grouped later."""
+    dim = arg(args, kwargs, 1, "dim")
+    assert lin.pair is not None
+    q, k = lin.pair
+    if func not in (torch.sum, _TB.sum) or not isinstance(out, torch.Tensor):
+        return None
+    if dim not in (-1, q.dim() - 1, (-1,), [-1]) or kwargs.get("keepdim") or out.dim() < 1:
+        return None
+    d = int(q.shape[-1])
+    product = Product(
+        out=out.detach(),
+        q=q,
+        k=k,
+        head_dim=d,
+        max_abs_qk=None,
+        q_rows=q.reshape(-1, d),
+        k_rows=k.reshape(-1, d),
+        edges=True,
+    )
+    return Lineage(product, lin.factor, learned=lin.learned)
+
+
 def _learned_gain(b: object, x: torch.Tensor) -> bool:
     """Whether ``b`` is a learned gain per feature of ``x``: a tensor with a gradient, one
     value per dimension of the last axis, the same for every row."""
@@ -334,6 +378,7 @@ class Lineages:
         # what a pass over a mask or a RoPE table found, by tensor and version: one causal
         # mask or table is typically met once per layer
         self._seen: WeakIdKeyDictionary = WeakIdKeyDictionary()
+        self._gathered: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> its index
 
     def of(self, t: object) -> Lineage | None:
         found: Lineage | None = self._of.get(t)  # type: ignore[no-untyped-call]
@@ -345,6 +390,7 @@ class Lineages:
     def clear(self) -> None:
         self._of = WeakIdKeyDictionary()
         self._seen = WeakIdKeyDictionary()
+        self._gathered = WeakIdKeyDictionary()
 
     def _once(self, t: torch.Tensor, what: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, remembered for this version of ``t``."""
@@ -374,6 +420,8 @@ class Lineages:
     ) -> None:
         """Carry the lineage of ``func``'s tracked input to ``out``, if it has one."""
         with torch._C.DisableTorchFunction():
+            if func in GATHER:
+                self._remember_gather(func, args, kwargs, out)
             if func in WRITE:
                 self._written(func, args, kwargs)
                 return
@@ -394,6 +442,23 @@ class Lineages:
                 if isinstance(o, torch.Tensor) and o.is_floating_point():
                     self._of[o] = lin
 
+    def _remember_gather(
+        self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+    ) -> None:
+        """Which index a tensor was gathered with along its first axis (one value per query
+        node, spread to that node's edges): the grouping of per-edge scores."""
+        if not isinstance(out, torch.Tensor):
+            return
+        if func in (torch.index_select, _TB.index_select):
+            dim, index = arg(args, kwargs, 1, "dim"), arg(args, kwargs, 2, "index")
+        else:  # repeat_interleave(counts, dim=0): node i's value repeated counts[i] times
+            counts, dim = arg(args, kwargs, 1, "repeats"), arg(args, kwargs, 2, "dim")
+            if not isinstance(counts, torch.Tensor) or counts.dim() != 1:
+                return
+            index = torch.arange(counts.numel(), device=counts.device).repeat_interleave(counts)
+        if dim == 0 and isinstance(index, torch.Tensor) and index.dim() == 1:
+            self._gathered[out] = index
+
     def _scaled(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     ) -> Lineage | None:
@@ -413,6 +478,11 @@ class Lineages:
             lin = base.times(s if func in MUL else 1 / s)
             return dataclasses.replace(lin, learned=learned)
         per_head = _per_head(b, first)
+        if per_head is None and func in MUL and _pair(first, b):
+            la, lb = self.of(first) or Lineage(None), self.of(b) or Lineage(None)
+            if la.product is None and lb.product is None:  # q_i * k_j, to be summed
+                pair = (first.detach(), b.detach())  # type: ignore[union-attr]
+                return Lineage(None, la.factor * lb.factor, pair=pair)
         learned_gain = per_head is None and func in MUL and _learned_gain(b, first)
         if learned_gain and base.product is None:  # q or k times learned per-dimension gains
             return dataclasses.replace(base, gain=True)
@@ -453,7 +523,29 @@ class Lineages:
         shifted = _row_shift(func, args, kwargs, base, lin)
         if shifted is not None:
             return shifted
+        if lin.product.edges:  # per-edge scores minus each query node's maximum
+            return self._edge_shift(func, args, kwargs, base, lin)
         return _with_mask(lin, self._mask_of(func, args, kwargs, base), out)
+
+    def _edge_shift(
+        self,
+        func: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        base: torch.Tensor,
+        lin: Lineage,
+    ) -> Lineage | None:
+        """Per-edge scores minus a per-node maximum gathered to the edges (torch-geometric's
+        softmax): the gather's index groups the edges by query node, and the shift is kept
+        so that the statistics read the scores themselves."""
+        other = next(
+            (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
+            None,
+        )
+        index = self._gathered.get(other) if other is not None else None  # type: ignore[no-untyped-call]
+        if func not in MINUS or index is None or other is None or other.shape != base.shape:
+            return None
+        return dataclasses.replace(lin, groups=index, row_shift=other.detach())
 
     def _moved(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
@@ -467,6 +559,8 @@ class Lineages:
                 return None  # a second tanh: not a soft-cap
             return dataclasses.replace(lin, cap_input=lin.factor, factor=1.0)
         if func in REDUCE:  # landmarks: a mean or sum of scaled q or k; of scores, not attention
+            if lin.pair is not None:
+                return _pair_product(lin, func, args, kwargs, out)
             return dataclasses.replace(lin, mask=None) if lin.product is None else None
         if not isinstance(out, torch.Tensor) or not isinstance(first, torch.Tensor):
             return lin
