@@ -481,7 +481,7 @@ class Lineages:
         if per_head is None and func in MUL and _pair(first, b):
             la, lb = self.of(first) or Lineage(None), self.of(b) or Lineage(None)
             if la.product is None and lb.product is None:  # q_i * k_j, to be summed
-                pair = (first.detach(), b.detach())  # type: ignore[union-attr]
+                pair = (first.detach(), b.detach())
                 return Lineage(None, la.factor * lb.factor, pair=pair)
         learned_gain = per_head is None and func in MUL and _learned_gain(b, first)
         if learned_gain and base.product is None:  # q or k times learned per-dimension gains
