@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import math
 from collections.abc import Callable
@@ -576,6 +577,86 @@ def test_to_dict_round_trips_through_json() -> None:
     assert data["findings"][0]["code"] == "scale-mismatch"
     assert data["records"][0]["series"][0]["head_dim"] == D_HEAD
     assert "scale-mismatch" in str(report)
+
+
+def _saved_and_loaded(report: MonitorReport) -> tuple[dict[str, Any], MonitorReport]:
+    """The report's dict through strict JSON, and the report loaded back from it."""
+    saved = json.loads(json.dumps(report.to_dict(), allow_nan=False))
+    return saved, MonitorReport.from_dict(saved)
+
+
+def test_a_report_without_records_round_trips_exactly() -> None:
+    lin = nn.Linear(4, 3)
+    with AttentionMonitor(lin) as mon:
+        lin(torch.randn(5, 4))
+    finding = mon.report().findings[0]
+    listed = dataclasses.replace(finding, sites=["a", "b"])  # type: ignore[arg-type]
+    reports = (
+        mon.report(),
+        AttentionMonitor().report(),
+        MonitorReport([], []),
+        MonitorReport((), ()),  # type: ignore[arg-type]
+        MonitorReport([], [listed]),
+    )
+    for report in reports:
+        saved, loaded = _saved_and_loaded(report)
+        assert loaded == report and loaded.to_dict() == saved
+        assert str(loaded) == str(report)
+
+
+def test_a_report_with_records_round_trips_exactly() -> None:
+    report = _monitor(HandAttention("none"), _x())
+    assert report.records and report.findings
+    saved, loaded = _saved_and_loaded(report)
+    assert loaded == report and loaded.to_dict() == saved
+
+
+def test_non_finite_statistics_are_strict_json_and_load_back() -> None:
+    """NaN and the infinities are written as the strings "nan", "inf" and "-inf" (JSON has no
+    such numbers), at the top level and inside per-head tuples and lists, and read back."""
+    report = _monitor(HandAttention("none"), _x())
+    stats = dataclasses.replace(
+        report.records[0].last,
+        max_abs_qk=math.inf,
+        logit_mean=-math.inf,
+        logit_std=math.nan,
+        scale=math.nan,
+        head_rest_entropy=(0.5, math.nan, math.inf),
+        heads={"max_logit": [1.0, None, math.inf], "entropy": [math.nan, -math.inf, 0.0]},
+    )
+    report.records[0].series[-1] = stats
+    saved, loaded = _saved_and_loaded(report)
+    series = saved["records"][0]["series"][-1]
+    assert (series["max_abs_qk"], series["logit_mean"], series["logit_std"]) == (
+        "inf",
+        "-inf",
+        "nan",
+    )
+    assert series["head_rest_entropy"] == [0.5, "nan", "inf"]
+    assert loaded.to_dict() == saved
+    back = loaded.records[0].last
+    assert back.max_abs_qk == math.inf and back.logit_mean == -math.inf
+    assert math.isnan(back.logit_std) and math.isnan(back.scale)
+    assert back.head_rest_entropy[0] == 0.5 and math.isnan(back.head_rest_entropy[1])
+    assert back.head_rest_entropy[2] == math.inf
+    assert back.heads is not None and back.heads["max_logit"] == [1.0, None, math.inf]
+    assert math.isnan(back.heads["entropy"][0]) and back.heads["entropy"][1] == -math.inf
+    assert str(loaded) == str(report)
+
+
+@pytest.mark.parametrize(
+    ("data", "error", "match"),
+    [
+        ({}, ValueError, "MonitorReport.from_dict: the dict lacks 'records', 'findings'"),
+        ({"records": []}, ValueError, "lacks 'findings'.*MonitorReport.to_dict"),
+        ([], TypeError, "MonitorReport.from_dict needs a dict .*got list"),
+        ({"records": [{}], "findings": []}, ValueError, "AttentionRecord.* lacks 'where'"),
+        ({"records": [], "findings": [{"code": "x"}]}, ValueError, "Finding.* lacks 'severity'"),
+    ],
+)
+def test_from_dict_names_what_is_missing(data: object, error: type, match: str) -> None:
+    with pytest.raises(error, match=match):
+        MonitorReport.from_dict(data)  # type: ignore[arg-type]
 
 
 def test_monitor_not_reentrant() -> None:

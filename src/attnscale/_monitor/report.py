@@ -6,7 +6,7 @@ import dataclasses
 import importlib.metadata
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -178,21 +178,35 @@ class AttentionStats:
     run_step: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        """Return the statistics as a JSON-serialisable dict (non-finite floats become None)."""
+        """Return the statistics as a dict that is strict JSON (``json.dumps(d,
+        allow_nan=False)`` works): tuples become lists, and a float that is not finite, at
+        any depth, becomes one of the strings ``"nan"``, ``"inf"`` and ``"-inf"`` (JSON has no
+        NaN or infinity; a string keeps NaN and each infinity apart, where null would not).
+        [from_dict][attnscale.AttentionStats.from_dict] reads them back as floats."""
         return {k: _jsonable(v) for k, v in dataclasses.asdict(self).items()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AttentionStats:
         """The statistics saved with [to_dict][attnscale.AttentionStats.to_dict]: lists
-        become tuples again, and a None where a number is required becomes NaN (``to_dict``
-        wrote every non-finite number as None)."""
+        become tuples again, and the strings ``"nan"``, ``"inf"`` and ``"-inf"`` in a float
+        field become those floats. A None where a number is required becomes NaN (older
+        versions wrote every non-finite number as None).
+
+        Raises
+        ------
+        TypeError
+            If ``d`` is not a mapping.
+        ValueError
+            If ``d`` lacks a required statistic or holds an unknown one.
+        """
         fields = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = set(d) - set(fields)
-        if unknown:
-            raise ValueError(f"unknown AttentionStats fields: {sorted(unknown)}")
+        required = [f.name for f in fields.values() if f.default is dataclasses.MISSING]
+        _check_keys(d, "AttentionStats", required, fields)
         values: dict[str, Any] = {}
         for name, value in d.items():
             kind = str(fields[name].type)
+            if "float" in kind:
+                value = _from_json(value)
             if isinstance(value, list) and "tuple" in kind:
                 value = tuple(value)
             elif value is None and kind in ("float", "int"):
@@ -247,7 +261,16 @@ class AttentionRecord:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> AttentionRecord:
-        """The record saved with [to_dict][attnscale.AttentionRecord.to_dict]."""
+        """The record saved with [to_dict][attnscale.AttentionRecord.to_dict].
+
+        Raises
+        ------
+        TypeError, ValueError
+            As [AttentionStats.from_dict][attnscale.AttentionStats.from_dict] says, for the
+            record or one of its statistics.
+        """
+        keys = ("where", "kind", "series")
+        _check_keys(d, "AttentionRecord", keys, keys)
         return cls(d["where"], d["kind"], [AttentionStats.from_dict(s) for s in d["series"]])
 
 
@@ -289,6 +312,10 @@ class Finding:
     sites: tuple[str, ...] = ()
     first_step: int | None = None
 
+    def __post_init__(self) -> None:
+        # stored as a tuple whatever sequence was given, so that a saved finding loads back equal
+        self.sites = tuple(self.sites)
+
     def to_dict(self) -> dict[str, Any]:
         """Return the finding as a dict (``step`` an int or ``None``, ``sites`` a list, the
         rest strings)."""
@@ -296,7 +323,18 @@ class Finding:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Finding:
-        """The finding saved with [to_dict][attnscale.Finding.to_dict]."""
+        """The finding saved with [to_dict][attnscale.Finding.to_dict].
+
+        Raises
+        ------
+        TypeError
+            If ``d`` is not a mapping.
+        ValueError
+            If ``d`` lacks ``code``, ``severity``, ``where`` or ``message``, or holds an
+            unknown key.
+        """
+        fields = [f.name for f in dataclasses.fields(cls)]
+        _check_keys(d, "Finding", ("code", "severity", "where", "message"), fields)
         return cls(**{**d, "sites": tuple(d.get("sites", ()))})
 
 
@@ -314,6 +352,12 @@ class MonitorReport:
 
     records: list[AttentionRecord]
     findings: list[Finding]
+
+    def __post_init__(self) -> None:
+        # lists whatever sequences were given (tuples, or () for none), as from_dict builds them,
+        # so that a report loads back equal to the one saved
+        self.records = list(self.records)
+        self.findings = list(self.findings)
 
     def by_severity(self, severity: str) -> list[Finding]:
         """Return the findings of one severity.
@@ -354,7 +398,10 @@ class MonitorReport:
         )
 
     def to_dict(self) -> dict[str, Any]:
-        """Return a JSON-serialisable dict with ``records`` and ``findings``."""
+        """Return a dict with ``records`` and ``findings`` that is strict JSON: non-finite
+        statistics are written as the strings ``"nan"``, ``"inf"`` and ``"-inf"`` (see
+        [AttentionStats.to_dict][attnscale.AttentionStats.to_dict]), so
+        ``json.dumps(d, allow_nan=False)`` works and loggers and browsers accept it."""
         return {
             "records": [r.to_dict() for r in self.records],
             "findings": [f.to_dict() for f in self.findings],
@@ -390,13 +437,19 @@ class MonitorReport:
     def from_dict(cls, d: Mapping[str, Any]) -> MonitorReport:
         """A report saved with [to_dict][attnscale.MonitorReport.to_dict] (for instance as
         JSON, ``json.dump(report.to_dict(), f)``), loaded back: its ``to_dict`` is the saved
-        dict again, and its text, findings and records read as before.
+        dict again, and it equals the report saved (statistics that are NaN aside, as NaN is
+        unequal to itself); its text, findings and records read as before.
 
         Raises
         ------
-        KeyError, ValueError
-            If ``d`` lacks ``records`` or ``findings``, or holds unknown statistics.
+        TypeError
+            If ``d`` is not a mapping.
+        ValueError
+            If ``d`` lacks ``records`` or ``findings`` (the message names them), or a record,
+            finding or statistic in it is malformed or unknown.
         """
+        keys = ("records", "findings")
+        _check_keys(d, "MonitorReport", keys, keys)
         return cls(
             records=[AttentionRecord.from_dict(r) for r in d["records"]],
             findings=[Finding.from_dict(f) for f in d["findings"]],
@@ -472,9 +525,46 @@ def _fmt(v: float | int | None, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+#: How to_dict writes the floats that JSON has no number for.
+_NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
 def _jsonable(v: object) -> object:
+    """``v`` as strict JSON: tuples as lists, non-finite floats as "nan", "inf" or "-inf"."""
     if isinstance(v, float) and not math.isfinite(v):
-        return None
-    if isinstance(v, tuple):
-        return list(v)
+        return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
+    if isinstance(v, tuple | list):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
     return v
+
+
+def _from_json(v: object) -> object:
+    """The inverse of ``_jsonable`` for a float field (lists stay lists)."""
+    if isinstance(v, str) and v in _NONFINITE:
+        return _NONFINITE[v]
+    if isinstance(v, list):
+        return [_from_json(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _from_json(x) for k, x in v.items()}
+    return v
+
+
+def _check_keys(d: object, what: str, required: Sequence[str], known: Iterable[str]) -> None:
+    """Raise naming the missing or unknown keys of a dict that ``what.to_dict`` should have
+    written."""
+    if not isinstance(d, Mapping):
+        raise TypeError(
+            f"{what}.from_dict needs a dict as {what}.to_dict writes it, got {type(d).__name__}"
+        )
+    unknown = sorted(set(d) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {what} fields: {unknown}")
+    missing = [k for k in required if k not in d]
+    if missing:
+        keys = f", with the keys {', '.join(map(repr, required))}" if len(required) < 6 else ""
+        raise ValueError(
+            f"{what}.from_dict: the dict lacks {', '.join(map(repr, missing))}; it should be "
+            f"one that {what}.to_dict wrote{keys}"
+        )
