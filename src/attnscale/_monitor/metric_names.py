@@ -5,9 +5,8 @@ logit, and this library logs two; they agree on much (every one reads the softma
 product times the scale plus any additive bias, and every one leaves masked entries out) and
 differ in the rest: signed or absolute, clamped at 0 or not, per query row, per head or one
 number per model, and how calls, micro-batches and processes are combined. Each row of
-[DEFINITIONS][attnscale._monitor.metric_names.DEFINITIONS] records one, with the file it was read
-from (commits pinned), and [max_logit][attnscale._monitor.metric_names.max_logit] computes it from
-one call's logits, so the rows can be compared on one example.
+``DEFINITIONS`` records one, with the file it was read from (commits pinned), and ``max_logit``
+computes it from one call's logits, so the rows can be compared on one example.
 
 torchtitan has a row with no key: it logs no attention max logit (checked at the commit its source
 link pins). Its row names the pattern this library's reduction follows: its MoE load balancing
