@@ -38,11 +38,12 @@ from typing import Literal
 
 import torch
 
-from .report import _documentation_url
+from .report import GUIDE_URL
 
 __all__ = ["DEFINITIONS", "LOG_NAMES", "MaxLogitDefinition", "max_logit"]
 
-_REFERENCE = _documentation_url() + "reference/monitor/"  # this library's own rows
+# this library's own rows: the monitor's API reference, beside the guide's pages
+_REFERENCE = GUIDE_URL.removesuffix("generated/gallery/05_debugging/") + "reference/monitor/"
 _MEGATRON = "https://github.com/NVIDIA/Megatron-LM/blob/d98e8a64ddf34856e74b24714e3bedb2f5a39553"
 _TE = "https://github.com/NVIDIA/TransformerEngine/blob/d0067d0da6cb01811b8072a7d304f0e00344ce2b"
 _CUDNN = "https://github.com/NVIDIA/cudnn-frontend/blob/3929da2ef4c1dba1bb8acb68727b9134f26f40c0"
