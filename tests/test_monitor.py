@@ -671,7 +671,7 @@ def test_monitor_not_reentrant() -> None:
 def test_validation_errors() -> None:
     with pytest.raises(TypeError, match="model"):
         AttentionMonitor("not a module")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="unknown threshold 'scale_ration'"):
+    with pytest.raises(ValueError, match="unknown argument 'scale_ration': did you mean the th"):
         AttentionMonitor(scale_ration=2.0)
     with pytest.raises(TypeError, match="scale_ratio"):
         AttentionMonitor(scale_ratio="2")  # type: ignore[arg-type]
@@ -701,6 +701,56 @@ def test_validation_errors() -> None:
     rec = _monitor(HandAttention("ok"), _x()).records[0]
     with pytest.raises(ValueError, match="name"):
         rec.values("entropyy")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"evry": 10}, "unknown argument 'evry': did you mean 'every'\\?"),
+        ({"all_row": True}, "unknown argument 'all_row': did you mean 'all_rows'\\?"),
+        ({"sink_wieght": 0.4}, "did you mean the threshold 'sink_weight'\\?"),
+        ({"frobnicate": 1}, "unknown argument 'frobnicate'; AttentionMonitor takes .*every"),
+    ],
+)
+def test_a_misspelt_argument_gets_the_close_name(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        AttentionMonitor(nn.Linear(2, 2), **kwargs)
+
+
+def test_a_bad_model_in_a_list_is_named_by_its_index() -> None:
+    with pytest.raises(TypeError, match=r"model\[1\] must be a torch\.nn\.Module, got str 'x'"):
+        AttentionMonitor([nn.Linear(2, 2), "x"])  # type: ignore[list-item]
+    with pytest.raises(ValueError, match="model is an empty list"):
+        AttentionMonitor([])
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("sink_weight", 5.0),
+        ("sink_weight", 1.0),
+        ("sink_weight", 0.0),
+        ("positional_share", 1.5),
+        ("positional_share", 0.0),
+        ("mask_leak", 2.0),
+        ("normalized_entropy", -0.1),
+        ("saturated_fraction", 1.0),
+        ("mask_value", 0.0),
+        ("mask_value", 100.0),
+        ("large_logit_std", 0.0),
+        ("max_logit", -1.0),
+        ("max_logit", math.inf),
+    ],
+)
+def test_thresholds_out_of_their_range_are_refused(name: str, value: float) -> None:
+    """sink_weight=5 would switch sink detection off without a word: a weight is in (0, 1)."""
+    with pytest.raises(ValueError, match=name):
+        AttentionMonitor(**{name: value})
+
+
+def test_thresholds_at_the_edge_of_their_range_are_taken() -> None:
+    mon = AttentionMonitor(sink_weight=0.99, positional_share=1.0, mask_value=-100.0)
+    assert mon.thresholds["positional_share"] == 1.0 and mon.thresholds["mask_value"] == -100.0
 
 
 def test_threshold_overrides_change_the_verdict_and_stay_local() -> None:

@@ -17,7 +17,9 @@ how), ``lineage`` (how a tensor on its way to a softmax derives from q·kᵀ),
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import fnmatch
+import inspect
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 
@@ -198,11 +200,16 @@ class AttentionMonitor:
     Raises
     ------
     TypeError
-        If ``model`` is not an ``nn.Module`` (or an iterable of them),
-        ``expected_scale`` is of another type, or a threshold is not a number.
+        If ``model`` is not an ``nn.Module`` (or an iterable of them: the message names the
+        index of an element that is not), ``expected_scale`` is of another type, or a
+        threshold is not a number.
     ValueError
-        If a threshold name is unknown, or a threshold or an expected scale is
-        out of range.
+        If a keyword is neither an argument nor a threshold (the message suggests the close
+        name: ``evry=`` gives "did you mean 'every'?"), ``model`` is an empty iterable, or a
+        threshold or an expected scale is out of range: shares and probabilities
+        (``saturation``, ``saturated_fraction``, ``normalized_entropy``, ``mask_leak``,
+        ``sink_weight``) in $(0, 1)$, ``positional_share`` in $(0, 1]$, ``mask_value`` below 0,
+        ``scale_ratio`` and ``fp16_headroom`` at least 1, the others above 0.
 
     Examples
     --------
@@ -438,8 +445,15 @@ def _models(model: object) -> list[nn.Module]:
         return [model]
     if isinstance(model, Iterable) and not isinstance(model, (str, bytes)):
         models = list(model)
-        if models and all(isinstance(m, nn.Module) for m in models):
-            return models
+        if not models:
+            raise ValueError(f"model is an empty {type(model).__name__}: pass at least one module")
+        for i, m in enumerate(models):
+            if not isinstance(m, nn.Module):
+                raise TypeError(
+                    f"model[{i}] must be a torch.nn.Module, got {type(m).__name__} "
+                    f"{_checks.show(m)[:60]}"
+                )
+        return models
     raise TypeError(
         f"model must be a torch.nn.Module, an iterable of them, or None; got {type(model).__name__}"
     )
@@ -478,17 +492,43 @@ def _expected(value: object) -> _ExpectedScale | None:
     )
 
 
+def _unknown_argument(name: str) -> ValueError:
+    """The error for a keyword that is neither an argument nor a threshold: the close name."""
+    arguments = [p for p in inspect.signature(AttentionMonitor).parameters if p != "thresholds"]
+    close = difflib.get_close_matches(name, [*arguments, *THRESHOLDS], n=1)
+    if close:
+        what = "the threshold " if close[0] in THRESHOLDS else ""
+        return ValueError(f"unknown argument {name!r}: did you mean {what}{close[0]!r}?")
+    return ValueError(
+        f"unknown argument {name!r}; AttentionMonitor takes {', '.join(arguments)} and the "
+        f"thresholds {', '.join(sorted(THRESHOLDS))}"
+    )
+
+
+# Thresholds that are shares of a row's probability or of rows: in (0, 1); a share of every
+# row (1) is a meaningful bound for positional_share.
+_SHARES = ("saturation", "saturated_fraction", "normalized_entropy", "mask_leak", "sink_weight")
+
+
 def _threshold(name: str, value: object) -> float:
     if name not in THRESHOLDS:
-        raise ValueError(
-            f"unknown threshold {name!r}; expected one of {', '.join(sorted(THRESHOLDS))}"
-        )
+        raise _unknown_argument(name)
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"threshold {name} must be a real number, got {type(value).__name__}")
     if name == "mask_value":
-        return _checks.finite_float(value, name)
-    if name in ("saturation", "saturated_fraction", "normalized_entropy", "mask_leak"):
+        v = _checks.finite_float(value, name)
+        if v >= 0:
+            raise ValueError(
+                f"mask_value must be < 0 (logits at or below it count as masked), got {v!r}"
+            )
+        return v
+    if name in _SHARES:
         return _checks.probability(value, name, open_interval=True)
+    if name == "positional_share":
+        v = _checks.probability(value, name)
+        if v == 0:
+            raise ValueError(f"positional_share must lie in (0, 1], got {v!r}")
+        return v
     v = _checks.positive_float(value, name)
     if name in ("scale_ratio", "fp16_headroom") and v < 1:
         raise ValueError(f"{name} must be >= 1, got {v!r}")
