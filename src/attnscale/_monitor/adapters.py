@@ -7,9 +7,10 @@
   inputs after the call, since the fast paths run without any torch function the monitor
   could intercept.
 
-Each adapter builds the logits of the sampled rows (masks applied as the kernel applies them),
-records them with [Capture.record][], and, where the logits never exist in the autograd graph,
-watches the gradient at the output and pulls it back through the softmax.
+Each adapter is the handler of its path (``calls.handles``): it builds the logits of the
+sampled rows (masks applied as the kernel applies them) and returns them as a ``Call``; where
+the logits never exist in the autograd graph, the call says how to pull the gradient at the
+output back through the softmax.
 """
 
 from __future__ import annotations
@@ -18,17 +19,15 @@ import inspect
 import math
 from collections.abc import Callable
 from types import SimpleNamespace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from .calls import Call, Reader, handles
 from .every_row import HeadStats, head_stats, head_stats_of_logits
 from .lineage import head_scales, physical, position_range, unscaled, value
-
-if TYPE_CHECKING:
-    from .capture import Capture
 
 __all__ = [
     "fused_encoder_arguments",
@@ -76,9 +75,19 @@ def _repeat_heads(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 # -- F.scaled_dot_product_attention ----------------------------------------------------------
 
 
+@handles(
+    F.scaled_dot_product_attention,
+    kind="sdpa",
+    path="sdpa",
+    fused=True,
+    gradients=True,
+    all_rows=True,
+    what="F.scaled_dot_product_attention: the logits of the sampled rows recomputed from q "
+    "and k with its scale and masks",
+)
 def on_sdpa(
-    capture: Capture, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
-) -> None:
+    capture: Reader, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> Call:
     b = _SDPA_SIG.bind(*args, **kwargs).arguments
     given_q, given_k = b["query"], b["key"]  # inside torch.vmap, one sample's view
     b = {name: physical(v) for name, v in b.items()}
@@ -95,8 +104,8 @@ def on_sdpa(
     max_abs_qk = None
     if q.dtype == torch.float16:
         max_abs_qk = float((qs.float() @ ks.float().transpose(-2, -1)).abs().max())
-    stats = capture.record(
-        ("sdpa", where),
+    return Call(
+        kind="sdpa",
         path="sdpa",
         logits=logits,
         mask=positions,
@@ -115,24 +124,31 @@ def on_sdpa(
         heads=lambda: head_stats(
             q, k, scale=c, attn_mask=b.get("attn_mask"), is_causal=b.get("is_causal", False)
         ),
+        gradient=_sdpa_gradient(capture, b, qs, logits, out),
         **_prescaled_scale(capture, given_q, given_k, c, logits.shape),
     )
-    if isinstance(out, torch.Tensor) and float(b.get("dropout_p", 0.0)) == 0.0:
-        # The logits never exist in the graph, but the gradient dO reaching the
-        # output does. With P = softmax(S) and O = P V, backward gives
-        # dP = dO V^T and dS = P * (dP - rowsum(dP * P)), exact on the sampled rows.
-        # With dropout on P the mask is unknown, so no gradient is recorded.
-        vs = _repeat_heads(capture.sample(b["value"]), qs)
 
-        def grad_at_logits(grad_out: torch.Tensor) -> torch.Tensor:
-            g = capture.sample(grad_out, rows_dim=grad_out.dim() - 2).float()  # (.., rows, dv)
-            return softmax_backward(logits, g @ vs.float().transpose(-2, -1))
 
-        capture.watch_gradient(out, stats, where, grad_at_logits)
+def _sdpa_gradient(
+    capture: Reader, b: dict[str, Any], qs: torch.Tensor, logits: torch.Tensor, out: Any
+) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]] | None:
+    """The logits never exist in the graph, but the gradient dO reaching the output does.
+    With P = softmax(S) and O = P V, backward gives dP = dO V^T and
+    dS = P * (dP - rowsum(dP * P)), exact on the sampled rows. With dropout on P the mask
+    is unknown, so no gradient is recorded."""
+    if not isinstance(out, torch.Tensor) or float(b.get("dropout_p", 0.0)) != 0.0:
+        return None
+    vs = _repeat_heads(capture.sample(b["value"]), qs)
+
+    def grad_at_logits(grad_out: torch.Tensor) -> torch.Tensor:
+        g = capture.sample(grad_out, rows_dim=grad_out.dim() - 2).float()  # (.., rows, dv)
+        return softmax_backward(logits, g @ vs.float().transpose(-2, -1))
+
+    return out, grad_at_logits
 
 
 def _prescaled_scale(
-    capture: Capture,
+    capture: Reader,
     q: torch.Tensor,
     k: torch.Tensor,
     c: float,
@@ -155,7 +171,7 @@ def _prescaled_scale(
 
 
 def _sdpa_masks(
-    capture: Capture,
+    capture: Reader,
     b: dict[str, Any],
     logits: torch.Tensor,
     batch: torch.Size,
@@ -190,9 +206,27 @@ def _known(positions: torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor
 # -- FlexAttention -----------------------------------------------------------------------------
 
 
+def _flex_attention_op() -> Any:
+    try:
+        from torch._higher_order_ops.flex_attention import flex_attention
+    except ImportError:  # a torch without FlexAttention
+        return object()
+    return flex_attention
+
+
+@handles(
+    _flex_attention_op(),  # what eager flex_attention runs; compiled, it runs a kernel, unseen
+    kind="flex_attention",
+    path="flex_attention",
+    fused=True,
+    gradients=False,
+    all_rows=True,
+    what="eager FlexAttention: score_mod and mask_mod applied to the sampled rows' scores; "
+    "its scale includes score_mod's slope at zero, per head",
+)
 def on_flex(
-    capture: Capture, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
-) -> None:
+    capture: Reader, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> Call:
     """The ``flex_attention`` higher-order operator, as eager ``flex_attention`` calls it.
 
     Its arguments are q, k, v, the traced ``score_mod``, the block mask as a tuple (its
@@ -232,8 +266,9 @@ def on_flex(
         capture, q, k, c * float(slope[0]) if same else c, logits.shape, head_factor
     )
     head_dim = int(q.shape[-1])
-    capture.record(
-        ("flex_attention", where),
+    # No gradient is watched: FlexAttention has no backward on CPU, where this could be tested.
+    return Call(
+        kind="flex_attention",
         path="flex_attention",
         logits=logits,
         shape=tuple(q.shape),
@@ -250,7 +285,6 @@ def on_flex(
         heads=lambda: _flex_head_stats(q, k, c, mods, _flex_grid(block_mask[-1], 0, mask_buffers)),
         **read,
     )
-    # No gradient is watched: FlexAttention has no backward on CPU, where this could be tested.
 
 
 def _flex_head_stats(
@@ -352,13 +386,23 @@ def fused_encoder_arguments(
     return bound, normed
 
 
+@handles(
+    F.multi_head_attention_forward,
+    kind="multihead_attention",
+    path="multihead_attention",
+    fused=True,
+    gradients=True,
+    all_rows=True,
+    what="nn.MultiheadAttention (its module hook) or F.multi_head_attention_forward called "
+    "directly: q and k projected again from the inputs and weights, always 1/√head_dim",
+)
 def on_mha_forward(
-    capture: Capture, where: str, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
-) -> None:
+    capture: Reader, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
+) -> Call | None:
     """``F.multi_head_attention_forward`` called directly, not through the module."""
     b = _MHA_FORWARD_SIG.bind(*args, **kwargs).arguments
     if b.get("static_k") is not None or b.get("static_v") is not None:
-        return  # precomputed keys: nothing to project
+        return None  # precomputed keys: nothing to project
     separate = b.get("use_separate_proj_weight", False)
     module = SimpleNamespace(  # what on_mha reads from an nn.MultiheadAttention
         num_heads=b["num_heads"],
@@ -376,19 +420,18 @@ def on_mha_forward(
         training=b.get("training", True),
         batch_first=False,
     )
-    on_mha(capture, module, b, where, out)  # type: ignore[arg-type]
+    return on_mha(capture, module, b, out)  # type: ignore[arg-type]
 
 
 def on_mha(
-    capture: Capture,
+    capture: Reader,
     m: nn.MultiheadAttention,
     a: dict[str, Any],
-    where: str,
     output: Any,
     *,
     normed: Callable[[torch.Tensor], torch.Tensor] | None = None,
     path: str = "multihead_attention",
-) -> None:
+) -> Call:
     inputs = _MhaInputs(capture, m, a, normed)
     q, k = inputs.project(inputs.query[inputs.rows], 0), inputs.project(inputs.key, 1)
     q = inputs.heads(q, len(inputs.rows))  # (nb, heads, rows, d)
@@ -403,8 +446,11 @@ def on_mha(
         q_keep = inputs.rows[None, :] < lens
         outputs = torch.softmax(logits, dim=-1).masked_fill(~q_keep[:, None, :, None], 0.0)
     dtype = a["query"].dtype
-    stats = capture.record(
-        ("multihead_attention", where),
+    out = output[0] if isinstance(output, tuple) else None
+    dropout = m.dropout if m.training else 0.0
+    watch = isinstance(out, torch.Tensor) and dropout == 0 and inputs.lengths is None
+    return Call(
+        kind="multihead_attention",
         path=path,
         logits=logits,
         mask=positions,
@@ -421,11 +467,8 @@ def on_mha(
         outputs=outputs,
         max_abs_qk=float(qk.abs().max()) if dtype == torch.float16 else None,
         heads=lambda: _mha_head_stats(inputs, a),
+        gradient=_mha_gradient(inputs, logits, out) if watch else None,  # type: ignore[arg-type]
     )
-    out = output[0] if isinstance(output, tuple) else None
-    dropout = m.dropout if m.training else 0.0
-    if isinstance(out, torch.Tensor) and dropout == 0 and inputs.lengths is None:
-        _watch_mha_gradient(capture, inputs, logits, out, stats, where)
 
 
 class _MhaInputs:
@@ -433,7 +476,7 @@ class _MhaInputs:
 
     def __init__(
         self,
-        capture: Capture,
+        capture: Reader,
         m: nn.MultiheadAttention,
         a: dict[str, Any],
         normed: Callable[[torch.Tensor], torch.Tensor] | None,
@@ -488,7 +531,7 @@ class _MhaInputs:
 
 
 def _mha_masks(
-    capture: Capture, inputs: _MhaInputs, logits: torch.Tensor, a: dict[str, Any]
+    capture: Reader, inputs: _MhaInputs, logits: torch.Tensor, a: dict[str, Any]
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits with the module's masks applied, and what its float masks masked."""
     lq, lk, rows, nb = inputs.lq, logits.shape[-1], inputs.rows, inputs.nb
@@ -560,14 +603,9 @@ def _as_bias(mask: torch.Tensor) -> torch.Tensor:
     return mask.float()
 
 
-def _watch_mha_gradient(
-    capture: Capture,
-    inputs: _MhaInputs,
-    logits: torch.Tensor,
-    out: torch.Tensor,
-    stats: Any,
-    where: str,
-) -> None:
+def _mha_gradient(
+    inputs: _MhaInputs, logits: torch.Tensor, out: torch.Tensor
+) -> tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]]:
     m, nb, rows = inputs.m, inputs.nb, inputs.rows
     v = inputs.extra_keys(inputs.project(inputs.value, 2), m.bias_v)
     v = inputs.heads(v, -1)  # (nb, heads, k_len, d)
@@ -582,4 +620,4 @@ def _watch_mha_gradient(
         g = inputs.heads(g, len(rows))  # (nb, heads, rows, d)
         return softmax_backward(logits, g @ v.transpose(-2, -1))
 
-    capture.watch_gradient(out, stats, where, grad_at_logits)
+    return out, grad_at_logits

@@ -6,7 +6,7 @@ it sees every torch function and ``Tensor`` method however the model bound it
 (``torch.softmax``, ``F.softmax(input=...)``, a local alias made before the
 block, ``@``, ``einsum`` ...), nests as a stack, and touches no global name,
 so nothing is left behind after exit. What each torch function is to the
-monitor is one table, ``_HANDLERS`` at the end of this module: a step on the
+monitor is one table, ``calls.HANDLERS``, filled by the ``@handles`` decorator: a step on the
 way from q·kᵀ to the softmax, followed by the lineage (``lineage``), or an
 attention call site, handled here or by a per-path adapter (``adapters``).
 Module paths come from global module hooks (``hooks``).
@@ -46,11 +46,11 @@ from typing import Any
 
 import torch
 from torch import nn
-from torch.nn import functional as F
 from torch.overrides import TorchFunctionMode
 
-from . import adapters
-from .every_row import HeadStats, head_stats_of_logits
+from . import adapters, calls
+from .calls import HANDLERS, PATHS, Call, handles
+from .every_row import head_stats_of_logits
 from .hooks import REGISTRY, set_stack, stack_snapshot
 from .lineage import (
     EXP,
@@ -268,7 +268,7 @@ class Capture(TorchFunctionMode):
             return out
         try:
             followed = func in FOLLOWED
-            handler = None if followed else _HANDLERS.get(func)
+            handler = None if followed else HANDLERS.get(func)
         except TypeError:  # an unhashable callable: nothing the monitor follows
             return out
         if followed:
@@ -280,7 +280,7 @@ class Capture(TorchFunctionMode):
             where = self.where()
             if where is not None:  # inside the monitored models
                 kind, handle = handler
-                self._guarded(where, kind, lambda: handle(self, where, func, args, kwargs, out))
+                self._guarded(where, kind, lambda: handle(self, func, args, kwargs, out))
         return out
 
     @staticmethod
@@ -313,12 +313,15 @@ class Capture(TorchFunctionMode):
             if torch.get_num_threads() != threads:
                 torch.set_num_threads(threads)
 
-    def _guarded(self, where: str, kind: str, fn: Callable[[], None]) -> None:
+    def _guarded(self, where: str, kind: str, read: Callable[[], Call | None]) -> None:
+        """Read one call with its handler and record it; an error is counted, not raised."""
         self.rows = self.max_query_rows  # until the call's shape is known (size_sample)
         self.model_threads = torch.get_num_threads()
         try:
             with self._own_work():
-                fn()
+                call = read()
+                if call is not None:
+                    self.record(where, call)
         except Exception as err:  # never break the model: report instead
             self.errors[(where, f"{kind}: {type(err).__name__}: {err}")] += 1
 
@@ -326,7 +329,6 @@ class Capture(TorchFunctionMode):
 
     def _on_product(
         self,
-        where: str,
         func: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
@@ -418,32 +420,30 @@ class Capture(TorchFunctionMode):
 
     def _on_softmax(
         self,
-        where: str,
         func: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
         out: Any,
-    ) -> None:
+    ) -> Call | None:
         x, dim = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "dim")
         if isinstance(dim, (tuple, list)) and len(dim) == 1:  # logsumexp(x, [-1])
             dim = dim[0]
         if func in EXP:  # elementwise: the normalisation over the keys follows by hand
             dim = -1
         if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
-            return
+            return None
         if not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
-            return
+            return None
         lin, given = self.lineages.of(x), x  # the gradient reaches the tensor the model used
         if lin is not None and lin.product is not None and lin.product.edges:
-            self._on_edge_softmax(where, func, x, lin)
-            return
+            return self._on_edge_softmax(func, x, lin)
         moved = None  # the query and key axes, where the keys are not the last axis
         if dim % x.dim() != x.dim() - 1 or (lin is not None and lin.product is not None):
             if lin is None or lin.product is None:
-                return  # a softmax over another axis, of no product the monitor saw
+                return None  # a softmax over another axis, of no product the monitor saw
             placed = _keys_axis(lin.product, x, dim % x.dim())
             if placed is None:
-                return
+                return None
             product, moved = placed
             if moved != (x.dim() - 2, x.dim() - 1):
                 lin = dataclasses.replace(lin, product=product, row_shift=None)
@@ -453,21 +453,21 @@ class Capture(TorchFunctionMode):
             else:
                 lin, moved = dataclasses.replace(lin, product=product), None
         if func in EXP and (lin is None or lin.product is None):
-            return  # exp of anything but scores is no softmax
+            return None  # exp of anything but scores is no softmax
         if lin is not None and lin.product is not None:
             if func in EXP and any(p is lin.product for p in self._measured):
-                return  # exp(x - logsumexp(x)): measured at the logsumexp
+                return None  # exp(x - logsumexp(x)): measured at the logsumexp
             product, read = lin.product, _read_scale(lin, x)
             self._measured.append(product)
         else:
             found = next((p for p in reversed(self._recent) if p.out.shape == x.shape), None)
             if found is None:
                 self.unmatched_softmax += 1
-                return
+                return None
             product, read = found, self._fit(x, found)
             if read["scale"] is None:  # not a multiple of that product: a classifier's
                 self.unmatched_softmax += 1  # logits of the same shape, not attention
-                return
+                return None
         if is_batched(x):  # inside torch.vmap: the whole batch, the shift is per sample
             x, out = physical(x), physical(out)
             lin = None if lin is None else dataclasses.replace(lin, row_shift=None, mask=None)
@@ -482,8 +482,9 @@ class Capture(TorchFunctionMode):
         if lin is not None and lin.sink is not None and lin.sink.shape == x.shape[-1:]:
             sink = lin.sink
         weights = func in SOFTMAX and isinstance(out, torch.Tensor)  # not log_softmax, logsumexp
-        stats = self.record(
-            ("softmax(QK^T)", where),
+        grad = lambda g: self.sample(_keys_last(g, moved), g.dim() - 2)  # noqa: E731
+        return Call(
+            kind="softmax(QK^T)",
             path="softmax",
             logits=self.sample(scores, x.dim() - 2).float(),
             mask=mask,
@@ -506,27 +507,26 @@ class Capture(TorchFunctionMode):
                 # the model's weights, where they are the softmax over the keys alone
                 probs=out if weights and sink is None else None,
             ),
+            gradient=(given, grad),
             **read,
         )
-        grad = lambda g: self.sample(_keys_last(g, moved), g.dim() - 2)  # noqa: E731
-        self.watch_gradient(given, stats, where, grad)
 
     def _on_edge_softmax(
-        self, where: str, func: Callable[..., Any], x: torch.Tensor, lin: Lineage
-    ) -> None:
+        self, func: Callable[..., Any], x: torch.Tensor, lin: Lineage
+    ) -> Call | None:
         """A softmax over per-edge scores, grouped by query node (torch-geometric's
         ``TransformerConv``: ``exp``, then a scatter-sum per node), laid out as rows of
         keys: one row per query node, its edges as keys, padded with -inf."""
         product = lin.product
         assert product is not None
         if lin.groups is None or func not in EXP or any(p is product for p in self._measured):
-            return  # without the grouping there are no rows to read
+            return None  # without the grouping there are no rows to read
         self._measured.append(product)
         scores = x.detach() if lin.row_shift is None else x.detach() + lin.row_shift
         dense = _by_query(scores, lin.groups)  # (1, heads, nodes, most edges per node)
         self.size_sample(dense.shape)
-        self.record(
-            ("softmax(QK^T)", where),
+        return Call(
+            kind="softmax(QK^T)",
             path="softmax:edges",
             logits=self.sample(dense, 2).float(),
             shape=tuple(dense.shape),
@@ -583,96 +583,83 @@ class Capture(TorchFunctionMode):
                 t = t.index_select(rows_dim, self.row_index(n).to(t.device))
         return t
 
-    def record(
-        self,
-        site: tuple[str, str],
-        *,
-        path: str,
-        logits: torch.Tensor,
-        mask: torch.Tensor | None = None,
-        sink: torch.Tensor | None = None,
-        shape: tuple[int, ...],
-        dtype: torch.dtype,
-        head_dim: int | None,
-        num_heads: int | None,
-        scale: float | None,
-        source: str,
-        q: torch.Tensor | None,
-        k: torch.Tensor | None,
-        outputs: torch.Tensor | None = None,
-        fit_residual: float | None = None,
-        softcap: float | None = None,
-        max_abs_qk: float | None = None,
-        scale_per_head: tuple[float, ...] | None = None,
-        scale_learned: bool = False,
-        scale_range: tuple[float, float] | None = None,
-        qk_gain_learned: bool = False,
-        q_rows: torch.Tensor | None = None,
-        k_rows: torch.Tensor | None = None,
-        heads: Callable[[], HeadStats] | None = None,
-    ) -> AttentionStats:
+    def record(self, where: str, call: Call) -> AttentionStats:
+        """Turn one call, as its handler read it, into statistics at its site; watch the
+        gradient at its logits where the call says how."""
         stats = logit_stats(
-            logits,
-            mask=mask,
-            sink=sink,
+            call.logits,
+            mask=call.mask,
+            sink=call.sink,
             mask_value=self.mask_value,
             saturation=self.saturation,
-            outputs=outputs,
-            rows=self.row_index(shape[-2]) if len(shape) >= 2 else None,
+            outputs=call.outputs,
+            rows=self.row_index(call.shape[-2]) if len(call.shape) >= 2 else None,
         )
-        # before the factors the code applies to q and k: the spreads that tell a scale
-        # folded into the initialisation from one multiplied at run time
-        rows = q_rows is not None and k_rows is not None
-        spreads = qk_spreads(q_rows if rows else q, k_rows if rows else k, scale, rows=rows)
-        per_head = None
-        if self.all_rows and heads is not None:
-            # a few large operations over every logit: as many threads as the model uses
-            own = torch.get_num_threads()
-            torch.set_num_threads(self.model_threads)
-            try:
-                per_head = heads().to_dict()
-            finally:
-                torch.set_num_threads(own)
-        record = self._site(*site)  # kept below, once every statistic is in: no empty site
-        if rows and head_dim is not None:
-            head_dim = _used_dims(q_rows, k_rows, head_dim)  # type: ignore[arg-type]
-        ratio = None if scale is None or head_dim is None else scale * math.sqrt(head_dim)
-        if max_abs_qk is None and dtype == torch.float16 and scale not in (None, 0.0):
-            # the logits before the scale, where the scale is applied after the product
-            max_abs_qk = float(stats["max_abs_logit"]) / abs(scale)
         s = AttentionStats(
-            step=len(record.series),
-            path=path,
-            shape=shape,
-            dtype=str(dtype).replace("torch.", ""),
-            head_dim=head_dim,
-            num_heads=num_heads,
-            scale=scale,
-            scale_ratio=ratio,
-            scale_source=source,
-            scale_fit_residual=fit_residual,
-            softcap=softcap,
-            max_abs_qk=max_abs_qk,
-            scale_per_head=scale_per_head,
-            scale_learned=scale_learned,
-            scale_range=scale_range,
-            qk_gain_learned=qk_gain_learned,
-            **spreads,
+            step=0,
+            path=call.path,
+            shape=call.shape,
+            dtype=str(call.dtype).replace("torch.", ""),
+            scale=call.scale,
+            scale_source=call.source,
+            scale_fit_residual=call.fit_residual,
+            softcap=call.softcap,
+            scale_per_head=call.scale_per_head,
+            scale_learned=call.scale_learned,
+            scale_range=call.scale_range,
+            qk_gain_learned=call.qk_gain_learned,
+            **self._scale_and_spreads(call, float(stats["max_abs_logit"])),
             **stats,
-            heads=per_head,
+            heads=self._every_row(call),
             run_step=0 if self.run is None else self.run.step,
         )
-        self.records.setdefault((record.where, record.kind), record)
+        record = self._site(call.kind, where)
+        s.step = len(record.series)
+        self.records.setdefault((record.where, record.kind), record)  # once all is in
         if self.run is None or self.run.keep(record, s):
             record.series.append(s)
+        if call.gradient is not None:
+            self.watch_gradient(*call.gradient, s, where)
         return s
+
+    def _scale_and_spreads(self, call: Call, max_abs_logit: float) -> dict[str, Any]:
+        """The head size q·k sums over, the scale against it, and the spreads of q and k
+        before the factors the code applies to them (which tell a scale folded into the
+        initialisation from one applied at run time)."""
+        rows = call.q_rows is not None and call.k_rows is not None
+        q, k = (call.q_rows, call.k_rows) if rows else (call.q, call.k)
+        head_dim, scale, max_abs_qk = call.head_dim, call.scale, call.max_abs_qk
+        if rows and head_dim is not None:
+            head_dim = _used_dims(q, k, head_dim)  # type: ignore[arg-type]
+        if max_abs_qk is None and call.dtype == torch.float16 and scale not in (None, 0.0):
+            # the logits before the scale, where the scale is applied after the product
+            max_abs_qk = max_abs_logit / abs(scale)
+        return {
+            "head_dim": head_dim,
+            "num_heads": call.num_heads,
+            "scale_ratio": None if scale is None or head_dim is None else scale * head_dim**0.5,
+            "max_abs_qk": max_abs_qk,
+            **qk_spreads(q, k, scale, rows=rows),
+        }
+
+    def _every_row(self, call: Call) -> dict[str, list[float | None]] | None:
+        """Per-head statistics over every row, with ``all_rows``: a few large operations over
+        every logit, on as many threads as the model uses."""
+        if not self.all_rows or call.heads is None:
+            return None
+        own = torch.get_num_threads()
+        torch.set_num_threads(self.model_threads)
+        try:
+            return call.heads().to_dict()  # type: ignore[no-any-return]
+        finally:
+            torch.set_num_threads(own)
 
     def watch_gradient(
         self,
         tensor: torch.Tensor,
+        grad_at_softmax_input: Callable[[torch.Tensor], torch.Tensor],
         stats: AttentionStats,
         where: str,
-        grad_at_softmax_input: Callable[[torch.Tensor], torch.Tensor],
     ) -> None:
         """Fill ``stats.logit_grad_norm`` during backward from the gradient reaching ``tensor``.
 
@@ -708,7 +695,7 @@ class Capture(TorchFunctionMode):
             where,
             "multihead_attention",
             lambda: adapters.on_mha(
-                self, module, adapters.mha_arguments(module, args, kwargs), where, output
+                self, module, adapters.mha_arguments(module, args, kwargs), output
             ),
         )
 
@@ -733,16 +720,10 @@ class Capture(TorchFunctionMode):
         if where is None or not (self.active and self.measuring):
             return
 
-        def run() -> None:
+        def run() -> Call:
             bound, normed = adapters.fused_encoder_arguments(layer, args, kwargs)
-            adapters.on_mha(
-                self,
-                m,
-                bound,
-                where,
-                None,
-                normed=normed,
-                path="multihead_attention:encoder-fastpath",
+            return adapters.on_mha(
+                self, m, bound, None, normed=normed, path="multihead_attention:encoder-fastpath"
             )
 
         self._guarded(where, "multihead_attention", run)
@@ -909,33 +890,23 @@ def _read_scale(lin: Lineage, x: torch.Tensor) -> dict[str, Any]:
     }
 
 
-def _flex_attention_op() -> Any:
-    try:
-        from torch._higher_order_ops.flex_attention import flex_attention
-    except ImportError:  # a torch without FlexAttention
-        return object()
-    return flex_attention
-
-
-# What each torch function is to the monitor, besides the steps a lineage follows
-# (lineage.FOLLOWED): an attention call site, its kind, and its handler.
-_Handler = Callable[[Capture, str, Callable[..., Any], tuple[Any, ...], dict[str, Any], Any], None]
-_HANDLERS: dict[Any, tuple[str, _Handler]] = {
-    **dict.fromkeys(PRODUCT, ("product", Capture._on_product)),
-    **dict.fromkeys(SOFTMAX | LOG_SOFTMAX | EXP, ("softmax(QK^T)", Capture._on_softmax)),
-    F.scaled_dot_product_attention: (
-        "sdpa",
-        lambda c, where, func, args, kwargs, out: adapters.on_sdpa(c, where, args, kwargs, out),
-    ),
-    F.multi_head_attention_forward: (
-        "multihead_attention",
-        lambda c, where, func, args, kwargs, out: adapters.on_mha_forward(
-            c, where, args, kwargs, out
-        ),
-    ),
-    # the operator eager flex_attention runs (compiled FlexAttention runs a kernel, unseen)
-    _flex_attention_op(): (
-        "flex_attention",
-        lambda c, where, func, args, kwargs, out: adapters.on_flex(c, where, args, kwargs, out),
-    ),
-}
+# the hand-written path: a product starts a lineage, a softmax over one is attention
+handles(*PRODUCT, kind="product")(Capture._on_product)
+handles(
+    *(SOFTMAX | LOG_SOFTMAX | EXP),
+    kind="softmax(QK^T)",
+    path="softmax",
+    fused=False,
+    gradients=True,
+    all_rows=True,
+    what="a softmax (or log_softmax, logsumexp, exp) over q·kᵀ written by hand; the scale "
+    "is the product of the factors the lineage met, or fitted where it ended",
+)(Capture._on_softmax)
+PATHS["softmax:edges"] = calls.Path(
+    kind="softmax(QK^T)",
+    fused=False,
+    gradients=False,
+    all_rows=True,
+    what="per-edge scores (q_i * k_j).sum(-1) normalised by scatter over each query "
+    "node's edges (graph attention), read one row per node",
+)
