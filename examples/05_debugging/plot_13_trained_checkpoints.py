@@ -54,10 +54,16 @@ changed = sorted(
     k for k in stored_thresholds.keys() & today.keys() if stored_thresholds[k] != today[k]
 )
 added = sorted(today.keys() - stored_thresholds.keys())
-print(f"thresholds changed since: {', '.join(changed) or 'none'}")
-print(f"thresholds added since: {', '.join(added) or 'none'}")
+print("thresholds whose value changed since the measurement:")
+print("  " + (", ".join(changed) or "-"))
+print("thresholds added since the measurement:")
+print("  " + (", ".join(added) or "-"))
 same_code = all(str(p["monitor_code"]) == tc.monitor_code() for p in parts.values())
-print(f"today's monitor code is the one measured: {'yes' if same_code else 'no'}")
+print(
+    "today's monitor code is the one measured: yes"
+    if same_code
+    else "today's monitor code is the one measured: no"
+)
 
 # %%
 # ## The weights are the real ones
@@ -78,7 +84,7 @@ for label, said in zip(whisper["inputs"], whisper["transcripts"], strict=True):
 # site), how many the code fired at as a warning or an error, that rate with its Wilson 95%
 # interval, at the monitor's defaults and with `all_rows=True`; and how many forward passes
 # (reports) carried it. The sites of one model share their heads across inputs, so the calls
-# are not independent draws: the interval is a lower bound on the uncertainty. The
+# are not independent draws, and the interval understates the uncertainty. The
 # `attention-sink` finding is information, not an alarm; it has its own section below.
 
 ALARMS = [c for c in tc.CODES if c not in ("attention-sink", "other")]
@@ -191,19 +197,28 @@ large_table()
 # much weight on the first key over the valid rows alone, and what the others do ("no single
 # pattern": none of the patterns above takes half of their weight).
 
-for name, part in parts.items():
-    named, confirmed, others = tc.sink_heads(part)
-    print(f"{name}: {named} heads named sinks, {confirmed} of them sinks over the valid rows")
-    for kind, count in sorted(others.items(), key=lambda kv: -kv[1]):
-        print(f"  of the others, {count}: {kind}")
+
+def sink_table() -> Table:
+    rows = []
+    for name, part in parts.items():
+        named, confirmed, others = tc.sink_heads(part)
+        rows.append([name, "named sinks (sampled rows, padding included)", named])
+        rows.append([name, tc.KINDS["first"], confirmed])
+        for kind, count in sorted(others.items(), key=lambda kv: -kv[1]):
+            rows.append([name, kind, count])
+    return Table(["model", "what the heads do over the valid rows", "heads"], rows)
+
+
+sink_table()
 
 # %%
 # ## What this says
 #
 # No alarm came from what the monitor reads in the code or the masks: the scale, the masks and
-# the numerics passed on both models. Every alarm came from a healthy head in a first layer,
-# one that attends to the previous, its own or the next position (token or audio frame). Such
-# a head is one-hot by design, which is what both of the monitor's sharpness rules look for:
+# the numerics passed on both models. Every alarm came from a healthy head in one of the first
+# two layers, one that attends to the previous, its own or the next position (token or audio
+# frame). Such a head is one-hot by design, which is what both of the monitor's sharpness rules
+# look for:
 #
 # - `entropy-collapse` reads its low entropy as collapse;
 # - on Whisper's decoder, `large-logits` fires on the saturated-rows rule alone: the logit
@@ -219,5 +234,5 @@ for name, part in parts.items():
 # token. A monitor that is to stay quiet on trained models needs to recognise positional heads
 # by their structure, to leave padding queries out of its per-head statistics, and to read
 # the saturated rows of a positional head as its design. The
-# [attention-sinks page](../plot_11_attention_sinks/) shows what sinks are; the
-# [entropy-collapse page](../plot_04_entropy_collapse/) what a real collapse looks like.
+# [attention-sinks page](plot_11_attention_sinks.md) shows what sinks are; the
+# [entropy-collapse page](plot_04_entropy_collapse.md) what a real collapse looks like.
