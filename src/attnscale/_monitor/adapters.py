@@ -236,14 +236,8 @@ def on_flex(
     measured on a probe: its slope at scores of zero, per head, so a ``score_mod`` that
     multiplies the scores counts in the scale while a bias, a soft-cap or a mask does not.
     """
-    q, k, score_mod, block_mask, c = args[0], args[1], args[3], args[4], args[5]
-    score_buffers = (
-        tuple(args[7]) if len(args) > 7 else tuple(kwargs.get("score_mod_other_buffers", ()))
-    )
-    mask_buffers = (
-        tuple(args[8]) if len(args) > 8 else tuple(kwargs.get("mask_mod_other_buffers", ()))
-    )
-    c = value(c)
+    q, k, score_mod, block_mask, c = args[0], args[1], args[3], args[4], value(args[5])
+    score_buffers, mask_buffers = _flex_buffers(args, kwargs)
     capture.size_sample((*q.shape[:-1], k.shape[-2]))
     qs = capture.sample(q, rows_dim=2)  # (nb, heads, rows, d)
     ks = _repeat_heads(capture.sample(k), qs)
@@ -285,6 +279,15 @@ def on_flex(
         heads=lambda: _flex_head_stats(q, k, c, mods, _flex_grid(block_mask[-1], 0, mask_buffers)),
         **read,
     )
+
+
+def _flex_buffers(
+    args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[tuple[Any, ...], tuple[Any, ...]]:
+    """The buffers ``score_mod`` and ``mask_mod`` read, as the operator was given them."""
+    score = args[7] if len(args) > 7 else kwargs.get("score_mod_other_buffers", ())
+    mask = args[8] if len(args) > 8 else kwargs.get("mask_mod_other_buffers", ())
+    return tuple(score), tuple(mask)
 
 
 def _flex_head_stats(

@@ -348,15 +348,7 @@ class Capture(TorchFunctionMode):
         a, b, head_dim, factor, q_rows, k_rows, (q_axis, k_axis) = found
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
-        head_factor, learned, prescaled = None, False, []
-        for t in (a, b):
-            lin = self.lineages.prescaled(t)  # q or k scaled before the product
-            prescaled.append(lin)
-            factor *= lin.factor
-            learned |= lin.learned
-            if lin.head_factor is not None:
-                hf = lin.head_factor
-                head_factor = hf if head_factor is None else head_factor * hf
+        prescaled = [self.lineages.prescaled(t) for t in (a, b)]  # factors on q and k
         vmapped = is_batched(out)  # inside torch.vmap: statistics of the whole batch
         if vmapped:
             q_axis = k_axis = None  # the logical axes are not the physical tensor's
@@ -379,18 +371,7 @@ class Capture(TorchFunctionMode):
             q_axis=q_axis,
             k_axis=k_axis,
         )
-        ranges = position_range(1.0, *prescaled)  # a length temperature on q or k
-        self.lineages.set(
-            out,
-            Lineage(
-                product,
-                factor,
-                head_factor=head_factor,
-                learned=learned,
-                position_factor=ranges,
-                gain=any(x.gain for x in prescaled),
-            ),
-        )
+        self.lineages.set(out, _scores_lineage(product, factor, prescaled))
         self._recent.append(product)
 
     def _mixed_across_heads(self, a: torch.Tensor, b: torch.Tensor, out: torch.Tensor) -> bool:
@@ -425,69 +406,72 @@ class Capture(TorchFunctionMode):
         kwargs: dict[str, Any],
         out: Any,
     ) -> Call | None:
-        x, dim = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "dim")
-        if isinstance(dim, (tuple, list)) and len(dim) == 1:  # logsumexp(x, [-1])
-            dim = dim[0]
-        if func in EXP:  # elementwise: the normalisation over the keys follows by hand
-            dim = -1
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
+        found = _softmax_input(func, args, kwargs)
+        if found is None:
             return None
-        if not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
-            return None
+        x, dim = found
         lin, given = self.lineages.of(x), x  # the gradient reaches the tensor the model used
         if lin is not None and lin.product is not None and lin.product.edges:
             return self._on_edge_softmax(func, x, lin)
-        moved = None  # the query and key axes, where the keys are not the last axis
-        if dim % x.dim() != x.dim() - 1 or (lin is not None and lin.product is not None):
-            if lin is None or lin.product is None:
-                return None  # a softmax over another axis, of no product the monitor saw
-            placed = _keys_axis(lin.product, x, dim % x.dim())
-            if placed is None:
-                return None
-            product, moved = placed
-            if moved != (x.dim() - 2, x.dim() - 1):
-                lin = dataclasses.replace(lin, product=product, row_shift=None)
-                if lin.mask is not None and lin.mask.shape == x.shape:
-                    lin = dataclasses.replace(lin, mask=_keys_last(lin.mask, moved))
-                x, out = (_keys_last(t, moved) for t in (x, out))
-            else:
-                lin, moved = dataclasses.replace(lin, product=product), None
+        placed = _keys_placed(x, dim, lin, out)
+        if placed is None:
+            return None
+        x, out, lin, moved = placed
         if func in EXP and (lin is None or lin.product is None):
             return None  # exp of anything but scores is no softmax
-        if lin is not None and lin.product is not None:
-            if func in EXP and any(p is lin.product for p in self._measured):
-                return None  # exp(x - logsumexp(x)): measured at the logsumexp
-            product, read = lin.product, _read_scale(lin, x)
-            self._measured.append(product)
-        else:
-            found = next((p for p in reversed(self._recent) if p.out.shape == x.shape), None)
-            if found is None:
-                self.unmatched_softmax += 1
-                return None
-            product, read = found, self._fit(x, found)
-            if read["scale"] is None:  # not a multiple of that product: a classifier's
-                self.unmatched_softmax += 1  # logits of the same shape, not attention
-                return None
+        matched = self._matched(func, x, lin)
+        if matched is None:
+            return None
+        product, read = matched
         if is_batched(x):  # inside torch.vmap: the whole batch, the shift is per sample
             x, out = physical(x), physical(out)
             lin = None if lin is None else dataclasses.replace(lin, row_shift=None, mask=None)
+        grad = lambda g: self.sample(_keys_last(g, moved), g.dim() - 2)  # noqa: E731
+        return self._softmax_call(func, x, out, lin, product, read, gradient=(given, grad))
+
+    def _matched(
+        self, func: Callable[..., Any], x: torch.Tensor, lin: Lineage | None
+    ) -> tuple[Product, dict[str, Any]] | None:
+        """The product a softmax input comes from and the scale read on the way: traced
+        along its lineage, or else fitted against the latest product of its shape."""
+        if lin is not None and lin.product is not None:
+            if func in EXP and any(p is lin.product for p in self._measured):
+                return None  # exp(x - logsumexp(x)): measured at the logsumexp
+            self._measured.append(lin.product)
+            return lin.product, _read_scale(lin, x)
+        found = next((p for p in reversed(self._recent) if p.out.shape == x.shape), None)
+        read = None if found is None else self._fit(x, found)
+        if found is None or read is None or read["scale"] is None:
+            # no product of that shape, or not a multiple of it: a classifier's logits
+            self.unmatched_softmax += 1
+            return None
+        return found, read
+
+    def _softmax_call(
+        self,
+        func: Callable[..., Any],
+        x: torch.Tensor,
+        out: Any,
+        lin: Lineage | None,
+        product: Product,
+        read: dict[str, Any],
+        gradient: tuple[torch.Tensor, Callable[[torch.Tensor], torch.Tensor]],
+    ) -> Call:
+        """The sampled statistics' inputs of a softmax over q·kᵀ (keys last)."""
         self.size_sample(x.shape)
         scores = _unshifted(x, lin)
         q_rows, k_rows = product.q_rows, product.k_rows
         assert q_rows is not None and k_rows is not None
-        mask = sink = full_mask = None
-        if lin is not None and lin.mask is not None and lin.mask.shape == scores.shape:
-            full_mask = lin.mask
-            mask = self.sample(full_mask, x.dim() - 2)
-        if lin is not None and lin.sink is not None and lin.sink.shape == x.shape[-1:]:
-            sink = lin.sink
+        full_mask = lin.mask if lin is not None and lin.mask is not None else None
+        full_mask = full_mask if full_mask is not None and full_mask.shape == x.shape else None
+        sink = lin.sink if lin is not None and lin.sink is not None else None
+        sink = sink if sink is not None and sink.shape == x.shape[-1:] else None
         weights = func in SOFTMAX and isinstance(out, torch.Tensor)  # not log_softmax, logsumexp
-        grad = lambda g: self.sample(_keys_last(g, moved), g.dim() - 2)  # noqa: E731
         return Call(
             kind="softmax(QK^T)",
             path="softmax",
             logits=self.sample(scores, x.dim() - 2).float(),
-            mask=mask,
+            mask=None if full_mask is None else self.sample(full_mask, x.dim() - 2),
             sink=sink,
             shape=tuple(x.shape),
             dtype=product.out.dtype,
@@ -507,7 +491,7 @@ class Capture(TorchFunctionMode):
                 # the model's weights, where they are the softmax over the keys alone
                 probs=out if weights and sink is None else None,
             ),
-            gradient=(given, grad),
+            gradient=gradient,
             **read,
         )
 
@@ -835,6 +819,61 @@ def _by_query(scores: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     dense = flat.new_full((flat.shape[1], counts.numel(), int(counts.max())), -math.inf)
     dense[:, node, slot] = flat[order].T
     return dense[:, counts > 0].unsqueeze(0)
+
+
+def _scores_lineage(product: Product, factor: float, prescaled: list[Lineage]) -> Lineage:
+    """The lineage a product starts: its own factor times those applied to q and k before
+    it, per head too, with what they say of a learned or position-dependent scale."""
+    head_factor = None
+    for lin in prescaled:
+        if lin.head_factor is not None:
+            hf = lin.head_factor
+            head_factor = hf if head_factor is None else head_factor * hf
+    return Lineage(
+        product,
+        factor * math.prod(lin.factor for lin in prescaled),
+        head_factor=head_factor,
+        learned=any(lin.learned for lin in prescaled),
+        position_factor=position_range(1.0, *prescaled),  # a length temperature on q or k
+        gain=any(lin.gain for lin in prescaled),
+    )
+
+
+def _softmax_input(
+    func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[torch.Tensor, int] | None:
+    """A softmax's input and the axis it normalises (an ``exp``: the last, by hand after it)."""
+    x, dim = arg(args, kwargs, 0, "input"), arg(args, kwargs, 1, "dim")
+    if isinstance(dim, (tuple, list)) and len(dim) == 1:  # logsumexp(x, [-1])
+        dim = dim[0]
+    if func in EXP:  # elementwise: the normalisation over the keys follows by hand
+        dim = -1
+    if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 2:
+        return None
+    if not isinstance(dim, int) or not -x.dim() <= dim < x.dim():
+        return None
+    return x, dim % x.dim()
+
+
+def _keys_placed(
+    x: torch.Tensor, dim: int, lin: Lineage | None, out: Any
+) -> tuple[torch.Tensor, Any, Lineage | None, tuple[int, int] | None] | None:
+    """The softmax input and output with the keys' axis last (the product tells which axis
+    the queries run over), the lineage to match, and the axes moved; None for a softmax over
+    an axis that is not the keys' (heads, batch)."""
+    last = x.dim() - 1
+    if lin is None or lin.product is None:
+        return (x, out, lin, None) if dim == last else None
+    placed = _keys_axis(lin.product, x, dim)
+    if placed is None:
+        return None
+    product, moved = placed
+    if moved == (last - 1, last):
+        return x, out, dataclasses.replace(lin, product=product), None
+    lin = dataclasses.replace(lin, product=product, row_shift=None)
+    if lin.mask is not None and lin.mask.shape == x.shape:
+        lin = dataclasses.replace(lin, mask=_keys_last(lin.mask, moved))
+    return _keys_last(x, moved), _keys_last(out, moved), lin, moved
 
 
 def _keys_axis(

@@ -10,15 +10,29 @@ from __future__ import annotations
 
 import collections
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from torch import nn
 
-if TYPE_CHECKING:
-    from .capture import Capture
+__all__ = ["REGISTRY", "Listener", "Registry", "set_stack", "stack_snapshot"]
 
-__all__ = ["REGISTRY", "Registry", "set_stack", "stack_snapshot"]
+
+class Listener(Protocol):
+    """What the global hooks tell a monitor: a module starts, or a module that ran attention
+    inside a kernel (nn.MultiheadAttention, the fused encoder layer) returned."""
+
+    def on_model_call(self, module: nn.Module, stack: list[nn.Module]) -> None: ...
+
+    def on_compiled(self, module: nn.Module) -> None: ...
+
+    def on_mha(
+        self, module: nn.MultiheadAttention, args: Any, kwargs: Any, output: Any
+    ) -> None: ...
+
+    def on_fused_encoder_layer(
+        self, layer: nn.TransformerEncoderLayer, args: Any, kwargs: Any
+    ) -> None: ...
 
 
 def stack_snapshot() -> list[Any]:
@@ -46,7 +60,7 @@ class Registry:
     """
 
     def __init__(self) -> None:
-        self.captures: list[Capture] = []
+        self.captures: list[Listener] = []
         self.stack: list[nn.Module] = []
         self.handles: list[Any] = []
         self.suspended: tuple[nn.Module, list[Any]] | None = None
@@ -55,7 +69,7 @@ class Registry:
         self.warning_filter: Any = None
         self._pre, self._post = self.pre_hook, self.post_hook  # one object each, for good
 
-    def add(self, capture: Capture) -> None:
+    def add(self, capture: Listener) -> None:
         if not self.captures:
             from torch.nn.modules import module as module_mod
 
@@ -85,7 +99,7 @@ class Registry:
         module_mod._global_forward_hooks_with_kwargs[post] = True
         module_mod._global_forward_hooks_always_called[post] = True
 
-    def remove(self, capture: Capture) -> None:
+    def remove(self, capture: Listener) -> None:
         if capture in self.captures:
             self.captures.remove(capture)
         if not self.captures:

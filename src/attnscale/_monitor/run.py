@@ -34,14 +34,13 @@ import math
 import re
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
 from .metric_names import LOG_NAMES
 
 if TYPE_CHECKING:
-    from .capture import Capture
     from .report import AttentionRecord, AttentionStats
 
 __all__ = ["LOGGED", "Run"]
@@ -60,12 +59,18 @@ Log = Callable[[dict[str, float]], Any]
 _HEAD_MAX = re.compile(r"/head\d+/max_logit$")  # a per-head max logit's key
 
 
+class Schedulable(Protocol):
+    """The one thing a run changes in its monitor: whether the next steps are measured."""
+
+    def set_measuring(self, on: bool) -> None: ...
+
+
 class Run:
     """The step counter, the measuring schedule, the history bound and the log hook."""
 
     def __init__(
         self,
-        capture: Capture,
+        capture: Schedulable,
         *,
         every: int,
         history: int | None,
