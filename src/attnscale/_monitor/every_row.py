@@ -246,7 +246,7 @@ def head_stats(
         size = torch.maximum(state.m.abs(), state.low.abs()) / abs(c) if c else math.nan
         raw = torch.where(some, size, 0.0)
     at_key = _sink_logits_of_qk(qg, kt, c, masks)
-    return state.per_head(_per_head(raw[None], group, "max")[0], group, at_key)
+    return state.per_head(_per_head(raw[None], group, "max")[0], group, at_key, keys)
 
 
 def _qk_whole_rows(
@@ -378,7 +378,7 @@ def head_stats_of_logits(
         r = raw.detach().reshape(-1, heads, raw.shape[-2] * raw.shape[-1])  # no |raw| copy
         size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
     at_key = _sink_logits_of(x, None if masked is None else masked.detach(), logits.shape, work)
-    return state.per_head(size, 1, at_key, first_row)
+    return state.per_head(size, 1, at_key, keys, first_row)
 
 
 def _from_probabilities(
@@ -698,10 +698,10 @@ class _Rows:
         return high
 
     def per_head(
-        self, raw: torch.Tensor, group: int, at_key: _AtKey, first_row: int = 0
+        self, raw: torch.Tensor, group: int, at_key: _AtKey, keys: int, first_row: int = 0
     ) -> HeadStats:
         """Reduce the rows to one value per query head (``raw``: max |q·k| per head;
-        ``at_key``: each row's logit at one key per head, see ``_structure``)."""
+        ``at_key``: each row's logit at one key per head, of ``keys``, see ``_structure``)."""
         live, some = self.n >= 2, self.n >= 1
         log_s = self.s.log()  # rows that see a key have s >= 1
         lse = self.m + log_s
@@ -729,10 +729,12 @@ class _Rows:
             rows=n_some,
             entropy_rows=n_live,
             masked=n_masked,
-            **self._structure(group, at_key, first_row),
+            **self._structure(group, at_key, keys, first_row),
         )
 
-    def _structure(self, group: int, at_key: _AtKey, first_row: int) -> dict[str, torch.Tensor]:
+    def _structure(
+        self, group: int, at_key: _AtKey, keys: int, first_row: int
+    ) -> dict[str, torch.Tensor]:
         """Each head's sink key and most common offset (see ``structure``). ``at_key`` gives,
         for one key per query head, every row's logit there and whether the row sees it, as
         (B, kv_heads, L · group) tensors; query i of the rows is at position first_row + i."""
@@ -743,7 +745,7 @@ class _Rows:
             return t.transpose(2, 3).reshape(b, kv * group, rows // group)
 
         live, top, second = by_head(self.n >= 2), by_head(self.top), by_head(self.second)
-        sink = structure.sink_keys(top, live)
+        sink = structure.sink_keys(top, live, keys)
         logit, seen = at_key(sink)
         log_s = self.s.log()
         p0 = torch.where(seen, (logit - self.m - log_s).exp(), 0.0)
@@ -756,13 +758,15 @@ class _Rows:
             second=second,
             sink=sink,
             pos=pos,
+            keys=keys,
         )
-        rest = structure.rest_entropy(found["rest_sum"], found["rest_mass"], found["rest_rows"])
+        named = dict(zip(structure.FIELDS, found, strict=True))
+        rest = structure.rest_entropy(named["rest_sum"], named["rest_mass"], named["rest_rows"])
         kept = ("sink_key", "sink_weight", "rest_mass", "rest_rows", "positional_share")
         return {
-            **{k: found[k] for k in kept},
+            **{k: named[k] for k in kept},
             "rest_entropy": rest,
-            "positional_offset": found["positional_offset"],
+            "positional_offset": named["positional_offset"],
         }
 
 

@@ -216,6 +216,7 @@ def _probabilities(
     first_per_head = first_per_head / heads_live.clamp_min(1)
     min_head = torch.where(heads_live > 0, per_head, math.inf).min()
     head_values = torch.stack([per_head, first_per_head]).where(heads_live > 0, math.nan)
+    found = _structure(xc, (ent, count, p0, seen), tops, sink, rows)  # (5, heads)
     n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
         [
             live.sum().to(xc.dtype),
@@ -227,13 +228,9 @@ def _probabilities(
         ]
     ).tolist()
     nan = math.nan
-    head_entropy, head_first = head_values.tolist()
-    length = xc.shape[-2] if xc.dim() >= 2 else 1
-    pos = rows if rows is not None and rows.numel() == length else torch.arange(length)
-    by_head = {"entropy": ent, "n": count, "p0": p0, "seen": seen, "top": tops[0]}
-    shaped = {k: _by_head(v, xc.dim()) for k, v in (*by_head.items(), ("second", tops[1]))}
+    head_entropy, head_first, *shape = torch.cat([head_values.double(), found]).tolist()
     return {
-        **_head_structure(structure.head_structure(**shaped, sink=sink, pos=pos)),
+        **{f"head_{k}": tuple(v) for k, v in zip(_STRUCTURE, shape, strict=True)},
         "entropy": ent_sum / n_rows if n_rows else nan,
         "normalized_entropy": frac_sum / n_rows if n_rows else nan,
         "min_head_normalized_entropy": min_head_f if n_rows else nan,
@@ -259,20 +256,44 @@ def _sink_weight(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each head's sink key (the key most of its rows put their largest weight on), and per
     row the weight on it (``e / total`` there) and whether it is a valid key of the row."""
-    sink = structure.sink_keys(_by_head(tops[0], e.dim()), _by_head(live, e.dim()))
+    sink = structure.sink_keys(_by_head(tops[0], e.dim()), _by_head(live, e.dim()), e.shape[-1])
     shape = [-1, 1, 1] if e.dim() >= 3 else [1] * e.dim()
     at = sink.reshape(shape).expand(*e.shape[:-1], 1)
     seen = ~invalid.expand_as(e).gather(-1, at).squeeze(-1)
     return sink, torch.where(seen, e.gather(-1, at).squeeze(-1) / total, 0.0), seen
 
 
-def _head_structure(found: dict[str, torch.Tensor]) -> dict[str, tuple[float, ...]]:
-    """The per-head structure as tuples of floats (NaN where a head has no row to measure)."""
-    rest = structure.rest_entropy(found["rest_sum"], found["rest_mass"], found["rest_rows"])
-    names = ("sink_key", "sink_weight", "positional_share", "positional_offset")
-    values = torch.stack([found[k] for k in names] + [rest]).tolist()
-    shown = dict(zip([*names, "rest_entropy"], values, strict=True))
-    return {f"head_{k}": tuple(v) for k, v in shown.items()}
+_STRUCTURE = ("sink_key", "sink_weight", "positional_share", "positional_offset", "rest_entropy")
+
+
+def _structure(
+    xc: torch.Tensor,
+    per_row: tuple[torch.Tensor, ...],
+    tops: tuple[torch.Tensor, torch.Tensor],
+    sink: torch.Tensor,
+    rows: torch.Tensor | None,
+) -> torch.Tensor:
+    """The per-head structure (``_STRUCTURE``), shaped (5, heads), from the rows' entropy,
+    valid keys, weight on the sink key and whether they see it (``per_row``), the indices of
+    their two largest keys, the heads' sink keys and the rows' query positions."""
+    length = xc.shape[-2] if xc.dim() >= 2 else 1
+    pos = rows if rows is not None and rows.numel() == length else torch.arange(length)
+    ent, n, p0, seen = (_by_head(t, xc.dim()) for t in per_row)
+    top, second = (_by_head(t, xc.dim()) for t in tops)
+    found = structure.head_structure(
+        entropy=ent,
+        n=n,
+        p0=p0,
+        seen=seen,
+        top=top,
+        second=second,
+        sink=sink,
+        pos=pos,
+        keys=xc.shape[-1],
+    )
+    named = dict(zip(structure.FIELDS, found, strict=True))
+    rest = structure.rest_entropy(named["rest_sum"], named["rest_mass"], named["rest_rows"])
+    return torch.stack([*(named[k] for k in _STRUCTURE[:-1]), rest])
 
 
 def _share(

@@ -23,6 +23,7 @@ import math
 import torch
 
 __all__ = [
+    "FIELDS",
     "REST_FLOOR",
     "first_index",
     "head_structure",
@@ -74,14 +75,25 @@ def first_index(x: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     return found.clamp_(0, k - 1).long()
 
 
-def sink_keys(top: torch.Tensor, live: torch.Tensor) -> torch.Tensor:
-    """(heads,): the key that most live rows of each head, shaped (N, heads, rows), put their
-    largest weight on; the lowest such key on a tie, 0 where a head has no live row."""
+def sink_keys(top: torch.Tensor, live: torch.Tensor, keys: int) -> torch.Tensor:
+    """(heads,): the key (of ``keys``) that most live rows of each head, shaped (N, heads,
+    rows), put their largest weight on; the lowest such key on a tie, 0 where a head has no
+    live row."""
     heads = top.shape[1]
-    keys = int(top.max()) + 1 if top.numel() else 1
-    bins = (torch.arange(heads, device=top.device)[:, None] * keys + top)[live]
-    counts = torch.bincount(bins, minlength=heads * keys).view(heads, keys)
-    return counts.argmax(-1)
+    bins = torch.arange(heads, device=top.device)[:, None] * keys + top
+    return _counts(bins, live, heads, keys).argmax(-1)
+
+
+#: The names of [head_structure][]'s rows, in order.
+FIELDS = (
+    "sink_key",
+    "sink_weight",
+    "rest_sum",
+    "rest_mass",
+    "rest_rows",
+    "positional_share",
+    "positional_offset",
+)
 
 
 def head_structure(
@@ -94,46 +106,45 @@ def head_structure(
     second: torch.Tensor,
     sink: torch.Tensor,
     pos: torch.Tensor,
-) -> dict[str, torch.Tensor]:
-    """Per head (float64, shaped (heads,)): the sink key and its mean weight, the sums that
-    give the rest's entropy, and the most common offset of the rows and its share.
+    keys: int,
+) -> torch.Tensor:
+    """Per head, one row of [FIELDS][] each, shaped (7, heads), float64: the sink key and its
+    mean weight, the sums that give the rest's entropy (see [rest_entropy][]), and the share
+    of rows at the most common offset and that offset; NaN where a head has no live row.
 
     Per row, shaped (N, heads, rows): ``entropy`` in nats, ``n`` the valid keys, ``p0`` the
     weight on the head's ``sink`` key (0 where ``seen``, the key is valid, is False), ``top``
-    and ``second`` the largest and second largest valid keys; ``pos`` (rows,) the position of
-    each query. Rows with fewer than two valid keys are left out. A row's offsets are that of
-    its largest key and, where that key is the sink, that of its second largest: a head that
-    puts part of its mass on a sink and the rest on the previous token is positional.
+    and ``second`` the largest and second largest valid keys (of ``keys``); ``pos`` (rows,)
+    the position of each query. Rows with fewer than two valid keys are left out. A row's
+    offsets are that of its largest key and, where that key is the sink, that of its second
+    largest: a head that puts part of its mass on a sink and the rest on the previous token
+    is positional.
     """
     live = n >= 2
     p0 = p0.clamp(0.0, 1.0)
-    rest = live & (n - seen.to(n.dtype) >= 2)  # rows with two or more keys besides the sink
-    h_b = torch.special.entr(p0) + torch.special.entr(1 - p0)
-    norm = (n - seen.to(n.dtype)).clamp_min(2).log()
+    n_rest = n - seen.to(n.dtype)
+    rest = live & (n_rest >= 2)  # rows with two or more keys besides the sink
+    h_b = torch.special.entr(p0).add_(torch.special.entr(1 - p0))
     # each row's rest entropy H_rest / log(n - 1), weighted by its rest mass 1 - p0: a row that
     # is all sink adds nothing, and no row is divided by its 1 - p0
-    weighted = torch.where(rest, (entropy - h_b).clamp_min(0) / norm, 0.0)
-    mass = torch.where(rest, 1 - p0, 0.0)
+    weighted = (entropy - h_b).clamp_min_(0).div_(n_rest.clamp_min(2).log_())
+    zero = torch.zeros((), dtype=p0.dtype, device=p0.device)
     sums = torch.stack(
         [
-            live.double(),
-            torch.where(live, p0, 0.0).double(),
-            weighted.double(),
-            mass.double(),
-            rest.double(),
+            live.to(p0.dtype),
+            torch.where(live, p0, zero),
+            torch.where(rest, weighted, zero),
+            torch.where(rest, 1 - p0, zero),
+            rest.to(p0.dtype),
         ]
-    ).sum(dim=(1, 3))  # (5, heads)
-    share, offset = _offsets(top, second, top == sink[:, None], pos, live)
+    ).sum(dim=(1, 3), dtype=torch.float64)  # (5, heads)
+    count, offset = _offsets(top, second, top == sink[:, None], pos, live, keys)
     rows = sums[0]
-    return {
-        "sink_key": torch.where(rows > 0, sink.double(), math.nan),
-        "sink_weight": torch.where(rows > 0, sums[1] / rows.clamp_min(1), math.nan),
-        "rest_sum": sums[2],
-        "rest_mass": sums[3],
-        "rest_rows": sums[4],
-        "positional_share": torch.where(rows > 0, share / rows.clamp_min(1), math.nan),
-        "positional_offset": torch.where(rows > 0, offset, math.nan),
-    }
+    per_row = torch.stack([sink.double(), sums[1], count, offset]) / torch.stack(
+        [torch.ones_like(rows), rows, rows, torch.ones_like(rows)]
+    ).clamp_min(1)
+    per_row = per_row.where(rows > 0, math.nan)
+    return torch.stack([per_row[0], per_row[1], *sums[2:], per_row[2], per_row[3]])
 
 
 def rest_entropy(total: torch.Tensor, mass: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
@@ -143,21 +154,30 @@ def rest_entropy(total: torch.Tensor, mass: torch.Tensor, rows: torch.Tensor) ->
     return torch.where(measured, total / mass.clamp_min(1e-300), math.nan)
 
 
+def _counts(bins: torch.Tensor, keep: torch.Tensor, heads: int, width: int) -> torch.Tensor:
+    """(heads, width): how many of the entries ``keep`` fall in each bin ``head · width +
+    j``; the others go to one bin past the end, dropped (a mask would copy the kept ones)."""
+    past = heads * width
+    kept = torch.where(keep, bins, past).reshape(-1)
+    return torch.bincount(kept, minlength=past + 1)[:past].view(heads, width)
+
+
 def _offsets(
     top: torch.Tensor,
     second: torch.Tensor,
     at_sink: torch.Tensor,
     pos: torch.Tensor,
     live: torch.Tensor,
+    keys: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per head: how many live rows look at the most common offset (key - query position),
     and that offset (the lowest on a tie), in float64. A row looks at the offset of its
     largest key and, where that key is the head's sink, at that of its second largest too."""
     heads = top.shape[1]
-    low = int(pos.max()) if pos.numel() else 0  # offsets are >= -low
-    width = (int(torch.maximum(top, second).max()) if top.numel() else 0) + low + 1
+    low = int(pos[-1]) if pos.numel() else 0  # the last query: offsets are >= -low
+    width = keys + low
     start = torch.arange(heads, device=top.device)[:, None] * width + low - pos.to(top.device)
-    bins = torch.cat([(start + top)[live], (start + second)[live & at_sink]])
-    counts = torch.bincount(bins, minlength=heads * width).view(heads, width)
+    both = torch.cat([start + top, start + second])
+    counts = _counts(both, torch.cat([live, live & at_sink]), heads, width)
     best, where = counts.max(-1)
     return best.double(), (where - low).double()
