@@ -25,7 +25,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .calls import Call, Reader, handles
+from .calls import PATHS, Call, Path, Reader, handles
 from .every_row import HeadStats, head_stats, head_stats_of_logits
 from .lineage import head_scales, physical, position_range, unscaled, value
 
@@ -204,6 +204,16 @@ def _known(positions: torch.Tensor | None, logits: torch.Tensor) -> torch.Tensor
 
 
 # -- FlexAttention -----------------------------------------------------------------------------
+
+
+PATHS["multihead_attention:encoder-fastpath"] = Path(
+    kind="multihead_attention",
+    fused=True,
+    gradients=False,
+    all_rows=True,
+    what="nn.TransformerEncoderLayer run as one fused kernel: its attention recomputed from "
+    "the layer's input, its pre-norm and the attention weights",
+)
 
 
 def _flex_attention_op() -> Any:

@@ -12,6 +12,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Mapping
 
+from .facts import FINDINGS, THRESHOLD_TABLE, THRESHOLDS
 from .report import GUIDE_URL, SEVERITY_RANK, AttentionStats, Finding, Severity, compact
 
 __all__ = [
@@ -24,65 +25,9 @@ __all__ = [
     "no_attention",
 ]
 
-GUIDE_PAGES = {
-    "scale-mismatch": "plot_01_scale_bugs/",
-    "large-logits": "plot_02_soft_cap/",
-    "entropy-collapse": "plot_04_entropy_collapse/",
-    "attention-sink": "plot_11_attention_sinks/",
-    "masked-rows": "plot_08_masking/",
-    "leaky-mask": "plot_08_masking/",
-    "non-finite": "plot_03_fp16_overflow/",
-    "fp16-overflow-risk": "plot_03_fp16_overflow/",
-    "no-attention": "plot_05_checklist/",
-    "compiled": "plot_05_checklist/",
-    "monitor-error": "plot_05_checklist/",
-}
+#: The guide page (under the debugging section) that explains each finding code.
+GUIDE_PAGES = {code: row.page for code, row in FINDINGS.items()}
 
-#: Default thresholds; any of them can be overridden as a keyword argument of
-#: [AttentionMonitor][attnscale.AttentionMonitor].
-THRESHOLDS: dict[str, float] = {
-    # scale-mismatch: flag an effective scale this many times off 1/sqrt(head_dim)
-    # (or off the declared expected_scale). The scale is read from the code, not
-    # estimated, so the tolerance can be tight: Gemma-2-9B's query_pre_attn_scalar
-    # bug (224 where head_dim is 256) is a factor of 1.069
-    "scale_ratio": 1.05,
-    # ... as an error, not a warning, when a too-large scale already gives a
-    # within-row logit std above this
-    "max_logit_std": 2.0,
-    # large-logits: within-row logit std (warning; error at 4x). Calibrated on a trained
-    # language model (the guide's trained_lm study): its healthy first layer reaches a
-    # spread of about 7 with under 1% of rows saturated, so the spread alone warns only well
-    # above that; saturated rows (below) are the symptom itself
-    "large_logit_std": 15.0,
-    # large-logits: a head's largest logit over every query row (only with all_rows=True,
-    # which measures it): QK-Clip's tau (Kimi K2), the bound it keeps each head under
-    "max_logit": 100.0,
-    # a row is saturated when its largest probability exceeds this
-    "saturation": 0.99,
-    # large-logits: fraction of saturated rows (warning; error at 5x)
-    "saturated_fraction": 0.1,
-    # entropy-collapse: a head's mean entropy / log(n) below this (warning; error at 1/4)
-    "normalized_entropy": 0.2,
-    # attention-sink: a head whose mean weight on one key (the key most of its rows put
-    # their largest weight on: the first token, a delimiter) is at least this parks its mass
-    # there (Xiao et al. 2023); entropy-collapse then reads the entropy of the rest of its rows
-    "sink_weight": 0.5,
-    # entropy-collapse: a head whose rows put their largest weight (past a sink) at one fixed
-    # offset from the query, in at least this share of its rows, is positional (previous
-    # token, the token itself) and not read as collapsed. Chosen on synthetic heads and the
-    # guide's own models before any held-out checkpoint: collapsed heads whose rows pick
-    # random keys stay under it (99.9th percentile of 2,000 draws: 0.57 over 8 causal rows
-    # of 4 sequences, 0.53 over 16 rows of one, 0.86 only over 8 rows of one); the collapsed
-    # heads of the guide's tiny LM at eta = 0.1 reach 0.18; a previous-token head may look
-    # elsewhere in a fifth of its rows
-    "positional_share": 0.8,
-    # fp16-overflow-risk: warn when max |q.k| is within this factor of 65504
-    "fp16_headroom": 8.0,
-    # where no mask tensor is in sight, logits at or below this are treated as masked
-    "mask_value": -1e4,
-    # leaky-mask: masked keys still get more than this share of a row's probability
-    "mask_leak": 0.01,
-}
 
 #: Designs that ``expected_scale`` accepts by name: what each is, and its scale for head
 #: size d.
@@ -103,6 +48,13 @@ _NORMALISED = 0.1
 
 #: The guide's page on attention over longer contexts, where length temperatures are measured.
 SEQUENCE_LENGTH_PAGE = GUIDE_URL.replace("05_debugging/", "02_softmax/plot_05_sequence_length/")
+
+
+def _error_level(name: str, th: Mapping[str, float]) -> float:
+    """Where threshold ``name``'s finding turns into an error (its table row's escalation)."""
+    factor = THRESHOLD_TABLE[name].error_at
+    assert factor is not None
+    return th[name] * factor
 
 
 def _link(code: str) -> str:
@@ -509,7 +461,10 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
     wide = s.logit_std > big and s.saturated_fraction > 0
     spread = math.isfinite(s.logit_std) and (wide or s.saturated_fraction > sat)
     if spread or peak > th["max_logit"]:
-        severe = spread and (s.logit_std > 4 * big or s.saturated_fraction > min(5 * sat, 0.9))
+        severe = spread and (
+            s.logit_std > _error_level("large_logit_std", th)
+            or s.saturated_fraction > min(_error_level("saturated_fraction", th), 0.9)
+        )
         per_head = (
             f"the largest logit of head {head} over every query row is {peak:.3g} "
             f"(threshold max_logit {th['max_logit']:.3g}; QK-Clip would scale this head's "
@@ -575,7 +530,7 @@ def _entropy_findings(where: str, s: AttentionStats, th: Mapping[str, float]) ->
         out.append(
             Finding(
                 "entropy-collapse",
-                "error" if lowest < ent / 4 else "warning",
+                "error" if lowest < _error_level("normalized_entropy", th) else "warning",
                 where,
                 f"{measured} Entropy collapse goes with "
                 f"unstable training (Zhai et al. 2023, arXiv:2303.06296) unless the task "

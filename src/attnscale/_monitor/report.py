@@ -281,9 +281,8 @@ class Finding:
     Attributes
     ----------
     code : str
-        ``scale-mismatch``, ``large-logits``, ``entropy-collapse``,
-        ``masked-rows``, ``non-finite``, ``fp16-overflow-risk``,
-        ``no-attention`` or ``monitor-error``.
+        One of the finding codes; the monitor's reference page lists them all, each with
+        its guide page and meaning.
     severity : str
         ``"info"``, ``"warning"`` or ``"error"``.
     where : str

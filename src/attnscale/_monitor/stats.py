@@ -56,7 +56,33 @@ def logit_stats(
     out = _spread(centred, top, invalid, count) | _probabilities(
         centred, count, saturation, invalid, rows
     )
-    empty = count == 0  # (..., rows): no valid key at all
+    empty, bad_out = _bad_rows(x, finite, masked, count, outputs)
+    counts = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out)
+    n_masked, n_empty, n_empty_bad, n_live_bad = (int(v) for v in counts[:4])
+    return {
+        **out,
+        "masked_fraction": n_masked / max(x.numel(), 1),
+        "mask_leak": counts[4],
+        "sink_share": counts[5] if sink is not None else None,
+        "masked_rows": n_empty,
+        "masked_rows_nonfinite": n_empty_bad,
+        "first_masked_row": _first_empty(empty, rows) if n_empty else None,
+        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(counts[6]),
+        "nonfinite_outputs": n_live_bad,
+        "sampled_rows": int(count.numel()),
+        "keys": int(x.shape[-1]) if x.dim() else None,
+    }
+
+
+def _bad_rows(
+    x: torch.Tensor,
+    finite: torch.Tensor | None,
+    masked: torch.Tensor,
+    count: torch.Tensor,
+    outputs: torch.Tensor | None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per row: no valid key at all (every key masked), and a non-finite output."""
+    empty = count == 0  # (..., rows)
     if finite is not None:  # a row of NaN has no valid key either, but no mask made it so
         empty &= ~(~finite & ~masked).any(-1)
     # a row's output is bad when it has a non-finite value; without the model's own
@@ -67,49 +93,53 @@ def logit_stats(
         bad_out = torch.zeros_like(empty)
     else:
         bad_out = ~torch.isfinite(torch.softmax(x, dim=-1)).all(-1)
+    return empty, bad_out
+
+
+def _mask_counts(
+    x: torch.Tensor,
+    finite: torch.Tensor | None,
+    masked: torch.Tensor,
+    sinks: torch.Tensor | None,
+    count: torch.Tensor,
+    top: torch.Tensor,
+    empty: torch.Tensor,
+    bad_out: torch.Tensor,
+) -> list[float]:
+    """Masked entries, empty rows (those with a bad output), other bad rows, the largest
+    share masked keys still take, the sinks' mean share and the sink entries, in one
+    transfer (one device sync on GPU)."""
     # the probability the masked entries still take: their max against the valid keys'
     # (the sink columns' too), and the full softmax only where that is not negligible
     leak = masked if finite is None else masked & finite
     xf = x if finite is None else x.masked_fill(~finite, -math.inf)  # NaN and +inf out
     others = top if sinks is None else xf.masked_fill(leak, -math.inf).amax(-1, True)
     if finite is None and sinks is None:  # every invalid entry is a masked one
-        n_masked_t = x.numel() - count.sum()
+        n_masked = x.numel() - count.sum()
     else:
-        n_masked_t = torch.count_nonzero(masked).float()
-    any_masked = bool(n_masked_t > 0)
-    scalars = torch.stack(  # one transfer for all scalars (one device sync on GPU)
+        n_masked = torch.count_nonzero(masked).float()
+    zero = _zero(x)
+    return torch.stack(
         [
-            n_masked_t,
+            n_masked,
             empty.sum().float(),
             (empty & bad_out).sum().float(),
             (~empty & bad_out).sum().float(),
-            _share(xf, leak, others, empty).max() if any_masked else _zero(x),
-            _zero(x)
+            _share(xf, leak, others, empty).max() if bool(n_masked > 0) else zero,
+            zero
             if sinks is None
             else _share(xf, sinks, None, empty).sum() / (~empty).sum().clamp_min(1),
-            _zero(x) if sinks is None else sinks.sum().float(),
+            zero if sinks is None else sinks.sum().float(),
         ]
     ).tolist()
-    n_masked, n_empty, n_empty_bad, n_live_bad = (int(v) for v in scalars[:4])
-    first: tuple[int, ...] | None = None
-    if n_empty:
-        idx = [int(i) for i in empty.nonzero()[0]]
-        if rows is not None:
-            idx[-1] = int(rows[idx[-1]])
-        first = tuple(idx)
-    return {
-        **out,
-        "masked_fraction": n_masked / max(x.numel(), 1),
-        "mask_leak": scalars[4],
-        "sink_share": scalars[5] if sink is not None else None,
-        "masked_rows": n_empty,
-        "masked_rows_nonfinite": n_empty_bad,
-        "first_masked_row": first,
-        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(scalars[6]),
-        "nonfinite_outputs": n_live_bad,
-        "sampled_rows": int(count.numel()),
-        "keys": int(x.shape[-1]) if x.dim() else None,
-    }
+
+
+def _first_empty(empty: torch.Tensor, rows: torch.Tensor | None) -> tuple[int, ...]:
+    """The index of the first row with no valid key, its row as the original query index."""
+    idx = [int(i) for i in empty.nonzero()[0]]
+    if rows is not None:
+        idx[-1] = int(rows[idx[-1]])
+    return tuple(idx)
 
 
 def _classify(
@@ -207,15 +237,7 @@ def _probabilities(
     zero = _zero(xc)
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
     pmax = torch.where(live, total.reciprocal(), zero)
-    # per head (heads are the third-to-last axis), over the rows with two or more keys: the
-    # mean normalized entropy and the mean weight on key 0
-    axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if xc.dim() >= 3 else None
-    heads_live = live.sum(dim=axes).reshape(-1)
-    per_head = frac.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
-    first_per_head = torch.where(live, first, zero).sum(dim=axes).reshape(-1)
-    first_per_head = first_per_head / heads_live.clamp_min(1)
-    min_head = torch.where(heads_live > 0, per_head, math.inf).min()
-    head_values = torch.stack([per_head, first_per_head]).where(heads_live > 0, math.nan)
+    head_values, min_head = _head_means(frac, torch.where(live, first, zero), live, xc.dim())
     found = _structure(xc, (ent, count, p0, seen), tops, sink, rows)  # (5, heads)
     n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
         [
@@ -239,6 +261,20 @@ def _probabilities(
         "max_probability": pmax_sum / n_rows if n_rows else nan,
         "saturated_fraction": sat / n_rows if n_rows else 0.0,
     }
+
+
+def _head_means(
+    frac: torch.Tensor, first: torch.Tensor, live: torch.Tensor, dim: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per head (heads are the third-to-last axis), over the rows with two or more keys: the
+    mean normalized entropy and the mean weight on key 0, shaped (2, heads) with NaN for a
+    head without such rows; and the lowest head's mean entropy."""
+    axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if dim >= 3 else None
+    heads_live = live.sum(dim=axes).reshape(-1)
+    per_head = frac.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
+    first_per_head = first.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
+    min_head = torch.where(heads_live > 0, per_head, math.inf).min()
+    return torch.stack([per_head, first_per_head]).where(heads_live > 0, math.nan), min_head
 
 
 def _by_head(t: torch.Tensor, dim: int) -> torch.Tensor:
