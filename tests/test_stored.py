@@ -233,10 +233,10 @@ def test_a_change_in_a_used_library_module_changes_the_hash(toy, monkeypatch):
     _, root = toy
     stored.run("toy", root=root, log=lambda _: None)
     before = stored.code_hash(stored.experiment("toy"))
-    real = stored._code
+    real = stored.producing_code
     monkeypatch.setattr(
         stored,
-        "_code",
+        "producing_code",
         lambda m: real(m) + ("changed" if m.__name__ == "attnscale._theory" else ""),
     )
     assert stored.code_hash(stored.experiment("toy")) != before

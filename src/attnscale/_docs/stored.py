@@ -255,7 +255,7 @@ def _assigned(node: ast.stmt) -> set[str]:
     return {t.id for t in targets if isinstance(t, ast.Name)}
 
 
-def _code(module: ModuleType) -> str:
+def producing_code(module: ModuleType) -> str:
     """A module's producing code: no docstrings, comments, formatting or checking code."""
     tree = ast.parse(inspect.getsource(module))
     tree.body = [node for node in tree.body if not _assigned(node) & CHECKING]
@@ -292,7 +292,7 @@ def code_hash(exp: Experiment) -> str:
     """
     h = hashlib.sha256()
     for module in (importlib.import_module(f"{STUDIES}.{exp.name}"), *exp.uses):
-        h.update(module.__name__.encode() + b"\0" + _code(module).encode() + b"\0")
+        h.update(module.__name__.encode() + b"\0" + producing_code(module).encode() + b"\0")
     return h.hexdigest()
 
 
@@ -677,7 +677,7 @@ def _jsonable(value: Any) -> Any:
 ROOT = Path(__file__).parents[3]  # the checkout, where this is one
 
 
-def _git(*args: str) -> str:
+def git(*args: str) -> str:
     try:
         out = subprocess.run(
             ["git", *args], cwd=ROOT, capture_output=True, text=True, check=True, timeout=30
@@ -697,28 +697,28 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def _device_name(device: str) -> str:
+def device_name(device: str) -> str:
     if device.startswith("cuda"):
         return f"cuda: {torch.cuda.get_device_name(torch.device(device))}"
     return f"cpu: {_cpu_model()}, {os.cpu_count()} core(s)"
 
 
-def _dirty() -> bool:
+def dirty() -> bool:
     """Uncommitted changes to the code (the results stored so far are not code)."""
     if not RESULTS.is_relative_to(ROOT):  # an installed package: no checkout to ask
         return False
-    return bool(_git("status", "--porcelain", "--", "src", f":!{RESULTS.relative_to(ROOT)}"))
+    return bool(git("status", "--porcelain", "--", "src", f":!{RESULTS.relative_to(ROOT)}"))
 
 
 def provenance(exp: Experiment, device: str, seconds: float) -> dict[str, Any]:
     """The record stored with one part of a full run."""
     return {
-        "commit": _git("rev-parse", "HEAD") or "unknown",
-        "dirty": _dirty(),
+        "commit": git("rev-parse", "HEAD") or "unknown",
+        "dirty": dirty(),
         "code_hash": code_hash(exp),
         "torch": torch.__version__,
         "python": platform.python_version(),
-        "device": _device_name(device),
+        "device": device_name(device),
         "threads": torch.get_num_threads(),
         "seconds": round(seconds, 1),
         "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),

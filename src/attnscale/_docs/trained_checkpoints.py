@@ -698,7 +698,7 @@ def monitor_code() -> str:
         for m in pkgutil.iter_modules(package.__path__)
     ]
     for module in [package, *sorted(modules, key=lambda m: m.__name__)]:
-        h.update(module.__name__.encode() + b"\0" + stored._code(module).encode() + b"\0")
+        h.update(module.__name__.encode() + b"\0" + stored.producing_code(module).encode() + b"\0")
     return h.hexdigest()
 
 
@@ -708,14 +708,14 @@ def monitor_code() -> str:
 def code_hash() -> str:
     """SHA-256 of this module's producing code (without docstrings, comments, the reduced
     budget and the agreement check)."""
-    return hashlib.sha256(stored._code(sys.modules[__name__]).encode()).hexdigest()
+    return hashlib.sha256(stored.producing_code(sys.modules[__name__]).encode()).hexdigest()
 
 
 def _record(name: str, seconds: float) -> dict[str, Any]:
     ck = CHECKPOINTS[name]
     return {
-        "commit": stored._git("rev-parse", "HEAD") or "unknown",
-        "dirty": stored._dirty(),
+        "commit": stored.git("rev-parse", "HEAD") or "unknown",
+        "dirty": stored.dirty(),
         "code_hash": code_hash(),
         "monitor_code": monitor_code(),
         "checkpoint": f"{ck.distribution}=={ck.version}",
@@ -723,7 +723,7 @@ def _record(name: str, seconds: float) -> dict[str, Any]:
         "torch": torch.__version__,
         "python": platform.python_version(),
         "transformers": importlib.import_module("transformers").__version__,
-        "device": stored._device_name("cpu"),
+        "device": stored.device_name("cpu"),
         "threads": torch.get_num_threads(),
         "seconds": round(seconds, 1),
         "finished": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
