@@ -61,11 +61,48 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
         markdown = _running_box(markdown, page, lang)
     if re.fullmatch(r"generated/.+/plot_\w+\.md", page.file.src_uri):  # the fact-check too
         markdown = gallery_format.DOWNLOAD_NOTE.sub(_unsearched_note, markdown, count=1)
+    if page.file.src_uri == "reference/monitor.md":
+        markdown = markdown.replace("<!-- monitor-tables -->", monitor_tables())
     if lang == "zh":  # the gallery's running-time line, on examples and the fact-check
         markdown = gallery_format.RUNNING_TIME.sub(
             lambda m: f"**脚本总运行时间：**{m[1]} 分 {float(m[2]):.1f} 秒", markdown
         )
     return markdown
+
+
+def monitor_tables() -> str:
+    """The monitor's fact tables as Markdown: thresholds, finding codes, attention paths."""
+    from attnscale._monitor import calls, facts
+
+    def row(*cells: object) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    out = ["**Thresholds** (each a keyword argument of `AttentionMonitor`)", ""]
+    out += [row("name", "default", "values", "finding", "error at", "meaning"), row(*["---"] * 6)]
+    for name, t in facts.THRESHOLD_TABLE.items():
+        error = "—" if t.error_at is None else f"{t.error_at:g} × the threshold"
+        meaning = t.meaning + (f"; {t.why}" if t.why else "")
+        out.append(row(f"`{name}`", f"{t.default:g}", t.domain(), t.finding, error, meaning))
+    out += [
+        "",
+        "**Finding codes**",
+        "",
+        row("code", "meaning", "guide page"),
+        row("---", "---", "---"),
+    ]
+    for code, f in facts.FINDINGS.items():
+        page = f.page.rstrip("/")
+        out.append(
+            row(f"`{code}`", f.meaning, f"[{page}](../generated/gallery/05_debugging/{page}.md)")
+        )
+    out += ["", "**Attention paths** (`AttentionStats.path`)", ""]
+    out += [row("path", "site kind", "fused", "gradient", "all_rows", "how"), row(*["---"] * 6)]
+    for name, p in calls.PATHS.items():
+        yes = {True: "yes", False: "no"}
+        out.append(
+            row(f"`{name}`", f"`{p.kind}`", yes[p.fused], yes[p.gradients], yes[p.all_rows], p.what)
+        )
+    return "\n".join(out) + "\n"
 
 
 def _unsearched_note(m: re.Match[str]) -> str:
