@@ -15,7 +15,8 @@ and weights, and no exponential.
 Definitions:
 
 - ``max_logit``: the largest softmax input a query row can see, signed, per head, over the
-  batch: cuDNN's ``return_max_logit`` and the $S_{\max}$ of Kimi K2's QK-Clip. Scaled
+  batch: Transformer Engine's ``return_max_logit`` (cuDNN's ``Max`` output is the per-row
+  maximum it reduces) and the $S_{\max}$ of Kimi K2's QK-Clip. Scaled
   $c\,q\cdot k$, plus the additive mask or bias where one is given.
 - ``entropy``: per row $H / \log n$ with $n$ the row's unmasked keys, averaged over the rows
   with at least two (Zhai et al. 2023). Computed from max-centred logits, so never negative.
