@@ -254,17 +254,23 @@ def test_blocks_of_rows_merge_to_the_whole() -> None:
 
 def test_random_collapsed_heads_stay_under_the_positional_threshold() -> None:
     """How ``positional_share`` was chosen: heads whose causal rows are one-hot on a random
-    key reach a share at one offset by chance, and over 16 rows or more they stay well under
-    the threshold (the fewer the rows, the higher the chance share)."""
+    key reach a share at one offset by chance, and over the fewest rows a structure is read
+    from (``MIN_ROWS``, of one sequence) they stay well under the threshold (the fewer the
+    rows, the higher the chance share)."""
+    from attnscale._monitor.structure import MIN_ROWS
+
     gen = torch.Generator().manual_seed(7)
+    n = MIN_ROWS + 1  # the first causal row has one key: MIN_ROWS rows count
     shares = []
     for _ in range(200):
-        x = torch.zeros(1, 1, L // 2, L // 2)
-        keys = (torch.rand(L // 2, generator=gen) * (torch.arange(L // 2) + 1)).long()
+        x = torch.zeros(1, 1, n, n)
+        keys = (torch.rand(n, generator=gen) * (torch.arange(n) + 1)).long()
         x[0, 0].scatter_(-1, keys[:, None], 30.0)
-        x = x.masked_fill(torch.ones(L // 2, L // 2, dtype=torch.bool).triu(1), -math.inf)
+        x = x.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), -math.inf)
         shares.append(logit_stats(x, mask_value=-1e4, saturation=0.99)["head_positional_share"][0])
     assert max(shares) < THRESHOLDS["positional_share"] - 0.15
+    fewer = logit_stats(x[..., 1:, 1:], mask_value=-1e4, saturation=0.99)
+    assert math.isnan(fewer["head_positional_share"][0])
 
 
 def test_diagnosis_reads_sinks_rest_and_positional_heads() -> None:
@@ -401,3 +407,31 @@ def test_top_two_finds_the_first_largest_and_second_largest() -> None:
         assert torch.equal(top, order[..., 0])
         assert torch.equal(second[1:], order[1:, ..., 1])
         assert torch.equal(second[0, 1:], order[0, 1:, 1])
+
+
+class Decoding(nn.Module):
+    """One decoding step: one query row per sequence against every cached key."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]), dim=-1)
+
+
+def test_a_decoding_step_is_too_few_rows_for_a_structure() -> None:
+    """One query row per sequence: a head one-hot on some key is not a pattern across rows,
+    so it is no sink and no positional head but collapsed; a head one-hot on the first key is
+    a sink, as the monitor has always read it."""
+    gen = torch.Generator().manual_seed(10)
+    x = torch.randn(2, HEADS, 1, L, generator=gen)
+    x[:, 1, 0, 17] += 14.0  # one-hot on key 17
+    x[:, 2, 0, 0] += 14.0  # one-hot on the first key
+    k = torch.eye(L).expand(2, HEADS, L, L)
+    module = Decoding()
+    with torch.no_grad(), AttentionMonitor(module) as mon:
+        module(x * math.sqrt(L), k)
+    report = mon.report()
+    stats = report.records[0].last
+    assert all(math.isnan(v) for v in stats.head_sink_weight)  # 2 rows: nothing read
+    codes = {f.code: f for f in report.findings}
+    assert codes["entropy-collapse"].severity == "error"
+    assert "head 2: 1 on key 0" in codes["attention-sink"].message
+    assert "head 1" not in codes["attention-sink"].message

@@ -563,8 +563,9 @@ def _read_heads(s: AttentionStats, th: Mapping[str, float]) -> _Heads:
     """Per head: a sink (mean weight on its sink key at least ``sink_weight``) is checked on
     the entropy of its rest, a positional head (at least ``positional_share`` of its rows at
     one offset) is not checked, any other on its entropy. Without per-head numbers, the
-    minimum over heads; a report from before sink keys were measured reads its first-key
-    weights as sinks on key 0, left out of the check."""
+    minimum over heads. A head whose structure was not read (too few rows), or a report from
+    before sink keys were measured, reads its first-key weight: a sink on key 0 is left out
+    of the check."""
     entropies = s.head_normalized_entropy
     if entropies is None:
         return _Heads(s.min_head_normalized_entropy, None, [], [])
@@ -574,19 +575,23 @@ def _read_heads(s: AttentionStats, th: Mapping[str, float]) -> _Heads:
         weights, keys = s.head_first_key_weight or (math.nan,) * n, (0.0,) * n
         rest = (math.nan,) * n
     share = s.head_positional_share or (math.nan,) * n
-    if not len(weights) == len(keys) == len(rest) == len(share) == n:
+    firsts = s.head_first_key_weight or (math.nan,) * n
+    if not len(weights) == len(keys) == len(rest) == len(share) == len(firsts) == n:
         return _Heads(s.min_head_normalized_entropy, None, [], [])
     sinks: list[tuple[int, float, int]] = []
     positional: list[int] = []
     checked: list[tuple[float, tuple[int, int] | None]] = []
     for h in range(n):
-        sink = math.isfinite(weights[h]) and weights[h] >= th["sink_weight"]
+        weight, key, rest_h = weights[h], keys[h], rest[h]
+        if not math.isfinite(weight):  # no structure read: the first key, as it always was
+            weight, key, rest_h = firsts[h], 0.0, math.nan
+        sink = math.isfinite(weight) and weight >= th["sink_weight"]
         if sink:
-            sinks.append((h, weights[h], int(keys[h])))
+            sinks.append((h, weight, int(key)))
         if math.isfinite(share[h]) and share[h] >= th["positional_share"]:
             positional.append(h)
-        elif sink and math.isfinite(rest[h]):  # NaN: no rest to measure (all sink)
-            checked.append((rest[h], (h, int(keys[h]))))
+        elif sink and math.isfinite(rest_h):  # NaN: no rest to measure (all sink)
+            checked.append((rest_h, (h, int(key))))
         elif not sink and math.isfinite(entropies[h]):
             checked.append((entropies[h], None))
     lowest, where = min(checked, key=lambda c: c[0], default=(math.inf, None))

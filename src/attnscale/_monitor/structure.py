@@ -24,6 +24,7 @@ import torch
 
 __all__ = [
     "FIELDS",
+    "MIN_ROWS",
     "REST_FLOOR",
     "first_index",
     "head_structure",
@@ -32,6 +33,12 @@ __all__ = [
     "sink_keys",
     "top_two",
 ]
+
+#: A head's structure is read from at least this many rows with two or more keys (NaN with
+#: fewer: one decoding step's query row, a handful of rows, say nothing about a pattern across
+#: rows; a single collapsed row would read as a sink). Over 16 causal rows of one sequence, a
+#: head whose rows are one-hot on random keys puts at most about half of them at one offset.
+MIN_ROWS = 16
 
 #: A head whose rows leave less than this share of their mass off the sink, on average, has no
 #: rest to measure: its rest entropy is NaN (the float32 entropy and sink weight of a row are
@@ -110,7 +117,8 @@ def head_structure(
 ) -> torch.Tensor:
     """Per head, one row of [FIELDS][] each, shaped (7, heads), float64: the sink key and its
     mean weight, the sums that give the rest's entropy (see [rest_entropy][]), and the share
-    of rows at the most common offset and that offset; NaN where a head has no live row.
+    of rows at the most common offset and that offset; NaN where a head has fewer than
+    ``MIN_ROWS`` live rows.
 
     Per row, shaped (N, heads, rows): ``entropy`` in nats, ``n`` the valid keys, ``p0`` the
     weight on the head's ``sink`` key (0 where ``seen``, the key is valid, is False), ``top``
@@ -140,11 +148,11 @@ def head_structure(
     ).sum(dim=(1, 3), dtype=torch.float64)  # (5, heads)
     count, offset = _offsets(top, second, top == sink[:, None], pos, live, keys)
     rows = sums[0]
-    per_row = torch.stack([sink.double(), sums[1], count, offset]) / torch.stack(
-        [torch.ones_like(rows), rows, rows, torch.ones_like(rows)]
+    per_row = torch.stack([sink.double(), sums[1], sums[2], count, offset]) / torch.stack(
+        [torch.ones_like(rows), rows, torch.ones_like(rows), rows, torch.ones_like(rows)]
     ).clamp_min(1)
-    per_row = per_row.where(rows > 0, math.nan)
-    return torch.stack([per_row[0], per_row[1], *sums[2:], per_row[2], per_row[3]])
+    per_row = per_row.where(rows >= MIN_ROWS, math.nan)
+    return torch.stack([*per_row[:3], *sums[3:], *per_row[3:]])
 
 
 def rest_entropy(total: torch.Tensor, mass: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
