@@ -542,3 +542,24 @@ def test_torch_geometric_transformer_conv_is_attention() -> None:
     assert record.last.num_heads == 4
     planted = _EdgeAttention(scale=False, softmax=pyg.utils.softmax)  # their softmax
     assert "scale-mismatch" in _codes(_report(planted, x, ei))
+
+
+def test_flex_attention_rows_past_the_first_block_keep_their_offsets() -> None:
+    """Every-row statistics of FlexAttention come in blocks of 64 query rows; each block's
+    offsets count from its first row, so a previous-token head reads -1 in every block."""
+    flex = pytest.importorskip("torch.nn.attention.flex_attention")
+
+    def previous_token(score: torch.Tensor, b: Any, h: Any, q: Any, kv: Any) -> torch.Tensor:
+        return score + torch.where(kv == q - 1, 30.0, 0.0)
+
+    class Flex(_Heads):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.split(x)
+            return self.merge(flex.flex_attention(q, k, v, score_mod=previous_token))
+
+    torch.manual_seed(0)
+    report = _report(Flex(), torch.randn(1, 160, D), all_rows=True)
+    heads = report.records[0].last.heads
+    assert heads is not None
+    assert heads["positional_offset"] == [-1.0] * HEADS
+    assert all(share is not None and share > 0.95 for share in heads["positional_share"])

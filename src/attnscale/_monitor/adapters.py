@@ -322,7 +322,7 @@ def _flex_head_stats(
         grid = (*axes, rows, keys)
         logits = mods(raw * c, *grid).float()
         keep = keeps(*grid).broadcast_to(logits.shape)
-        part = head_stats_of_logits(logits, masked=~keep, raw=raw)
+        part = head_stats_of_logits(logits, masked=~keep, raw=raw, first_row=start)
         out = part if out is None else out.merge(part)
     assert out is not None
     return out

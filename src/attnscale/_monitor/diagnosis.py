@@ -457,13 +457,14 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
     out = []
     big, sat = th["large_logit_std"], th["saturated_fraction"]
     peak, head = _peak_head(s)
+    saturated = _unstructured_saturation(s, th)
     # a wide spread with no saturated row is no collapse (a mask read as logits, say)
-    wide = s.logit_std > big and s.saturated_fraction > 0
-    spread = math.isfinite(s.logit_std) and (wide or s.saturated_fraction > sat)
+    wide = s.logit_std > big and saturated > 0
+    spread = math.isfinite(s.logit_std) and (wide or saturated > sat)
     if spread or peak > th["max_logit"]:
         severe = spread and (
             s.logit_std > _error_level("large_logit_std", th)
-            or s.saturated_fraction > min(_error_level("saturated_fraction", th), 0.9)
+            or saturated > min(_error_level("saturated_fraction", th), 0.9)
         )
         per_head = (
             f"the largest logit of head {head} over every query row is {peak:.3g} "
@@ -478,7 +479,7 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
                 "error" if severe else "warning",
                 where,
                 f"Measured {per_head}within-row logit std {s.logit_std:.3g}, max |logit| "
-                f"{s.max_abs_logit:.3g}, and {100 * s.saturated_fraction:.3g}% of the rows "
+                f"{s.max_abs_logit:.3g}, and {100 * saturated:.3g}% of the rows "
                 f"with two or more keys have a max probability above {th['saturation']}. "
                 f"The softmax is in its collapse region: saturated rows pass almost no "
                 f"gradient, and small input changes flip the chosen key. Check the scale; if "
@@ -488,6 +489,23 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
             )
         )
     return out + _entropy_findings(where, s, th)
+
+
+def _unstructured_saturation(s: AttentionStats, th: Mapping[str, float]) -> float:
+    """The share of saturated rows outside the positional and sink heads: a previous-token
+    head or a sink is sharp by design, and its one-hot rows are not large logits."""
+    per_head = s.head_saturated_fraction
+    shares, sinks = s.head_positional_share, s.head_sink_weight
+    if per_head is None or shares is None or sinks is None or len(per_head) != len(shares):
+        return s.saturated_fraction
+    kept = [
+        f
+        for f, share, sink in zip(per_head, shares, sinks, strict=True)
+        if math.isfinite(f)
+        and not (math.isfinite(share) and share >= th["positional_share"])
+        and not (math.isfinite(sink) and sink >= th["sink_weight"])
+    ]
+    return sum(kept) / len(kept) if kept else 0.0
 
 
 def _entropy_findings(where: str, s: AttentionStats, th: Mapping[str, float]) -> list[Finding]:

@@ -94,7 +94,8 @@ class AttentionStats:
     joined to the scores as attention sinks (``torch.cat`` with columns that are not
     q·k) are left out of the key set; ``sink_share`` is the mean probability they take.
     ``head_normalized_entropy`` and ``head_first_key_weight`` hold, per head, the mean
-    normalised entropy and the mean weight on key 0 over the sampled rows. The other
+    normalised entropy and the mean weight on key 0 over the sampled rows, and
+    ``head_saturated_fraction`` the share of its sampled rows that are saturated. The other
     ``head_*`` fields describe each head's structure (see ``attnscale._monitor.structure``):
     ``head_sink_key`` is the key most of its rows put their largest weight on and
     ``head_sink_weight`` the mean weight on it (a head that puts most of its mass on one key,
@@ -167,6 +168,7 @@ class AttentionStats:
     head_sink_weight: tuple[float, ...] | None = None
     head_rest_entropy: tuple[float, ...] | None = None
     head_positional_share: tuple[float, ...] | None = None
+    head_saturated_fraction: tuple[float, ...] | None = None
     head_positional_offset: tuple[float, ...] | None = None
     qk_norm_cv: float | None = None
     logit_bound: float | None = None

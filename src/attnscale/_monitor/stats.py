@@ -230,14 +230,14 @@ def _probabilities(
     e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
     total = e.sum(-1).clamp_min(1.0)  # (..., rows); rows with no valid key are dropped below
     first = e[..., 0] / total  # (..., rows): the weight on key 0, where attention sinks form
-    # rows with one valid key are one-hot by construction: not evidence of saturation
-    live = count >= 2  # (..., rows)
+    live = count >= 2  # (..., rows); one valid key is one-hot by construction, not saturation
     sink, p0, seen = _sink_weight(e, total, invalid, tops, live)  # before e is overwritten
     ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
     zero = _zero(xc)
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
     pmax = torch.where(live, total.reciprocal(), zero)
-    head_values, min_head = _head_means(frac, torch.where(live, first, zero), live, xc.dim())
+    saturated = ((pmax > saturation) & live).to(xc.dtype)
+    heads, min_head = _head_means(frac, torch.where(live, first, zero), saturated, live, xc.dim())
     found = _structure(xc, (ent, count, p0, seen), tops, sink, rows)  # (5, heads)
     n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
         [
@@ -246,11 +246,11 @@ def _probabilities(
             frac.sum(),
             min_head.to(xc.dtype),
             pmax.sum(),
-            ((pmax > saturation) & live).sum().to(xc.dtype),
+            saturated.sum(),
         ]
     ).tolist()
     nan = math.nan
-    head_entropy, head_first, *shape = torch.cat([head_values.double(), found]).tolist()
+    head_entropy, head_first, head_saturated, *shape = torch.cat([heads, found]).tolist()
     return {
         **{f"head_{k}": tuple(v) for k, v in zip(_STRUCTURE, shape, strict=True)},
         "entropy": ent_sum / n_rows if n_rows else nan,
@@ -258,23 +258,26 @@ def _probabilities(
         "min_head_normalized_entropy": min_head_f if n_rows else nan,
         "head_normalized_entropy": tuple(head_entropy),
         "head_first_key_weight": tuple(head_first),
+        "head_saturated_fraction": tuple(head_saturated),
         "max_probability": pmax_sum / n_rows if n_rows else nan,
         "saturated_fraction": sat / n_rows if n_rows else 0.0,
     }
 
 
 def _head_means(
-    frac: torch.Tensor, first: torch.Tensor, live: torch.Tensor, dim: int
+    frac: torch.Tensor, first: torch.Tensor, saturated: torch.Tensor, live: torch.Tensor, dim: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per head (heads are the third-to-last axis), over the rows with two or more keys: the
-    mean normalized entropy and the mean weight on key 0, shaped (2, heads) with NaN for a
-    head without such rows; and the lowest head's mean entropy."""
+    mean normalized entropy, the mean weight on key 0 and the share of saturated rows, shaped
+    (3, heads) with NaN for a head without such rows; and the lowest head's mean entropy."""
     axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if dim >= 3 else None
     heads_live = live.sum(dim=axes).reshape(-1)
     per_head = frac.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
     first_per_head = first.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
+    saturated_per_head = saturated.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
     min_head = torch.where(heads_live > 0, per_head, math.inf).min()
-    return torch.stack([per_head, first_per_head]).where(heads_live > 0, math.nan), min_head
+    means = torch.stack([per_head, first_per_head, saturated_per_head])
+    return means.where(heads_live > 0, math.nan), min_head
 
 
 def _by_head(t: torch.Tensor, dim: int) -> torch.Tensor:
