@@ -492,18 +492,16 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
 
 
 def _unstructured_saturation(s: AttentionStats, th: Mapping[str, float]) -> float:
-    """The share of saturated rows outside the positional and sink heads: a previous-token
-    head or a sink is sharp by design, and its one-hot rows are not large logits."""
-    per_head = s.head_saturated_fraction
-    shares, sinks = s.head_positional_share, s.head_sink_weight
-    if per_head is None or shares is None or sinks is None or len(per_head) != len(shares):
+    """The share of saturated rows outside the positional heads: a previous-token head is
+    sharp by design, and its one-hot rows are not large logits. A sink head's rows count: a
+    scale too large makes heads park on one key too (RoBERTa with q·k times 16 does)."""
+    per_head, shares = s.head_saturated_fraction, s.head_positional_share
+    if per_head is None or shares is None or len(per_head) != len(shares):
         return s.saturated_fraction
     kept = [
         f
-        for f, share, sink in zip(per_head, shares, sinks, strict=True)
-        if math.isfinite(f)
-        and not (math.isfinite(share) and share >= th["positional_share"])
-        and not (math.isfinite(sink) and sink >= th["sink_weight"])
+        for f, share in zip(per_head, shares, strict=True)
+        if math.isfinite(f) and not (math.isfinite(share) and share >= th["positional_share"])
     ]
     return sum(kept) / len(kept) if kept else 0.0
 
