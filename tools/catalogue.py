@@ -66,7 +66,8 @@ KEPT = {
     *("cos", "exp", "log", "ln", "lr", "et", "al"),
     *("torch", "transformers", "attnscale", "numpy", "matplotlib", "sglang", "mlc-llm"),
     *("ultralytics", "flash-attention", "x-transformers", "lm-evaluation-harness"),
-    *("huggingface", "flashinfer", "flashinfer-ai", "vs", "z-loss"),
+    *("huggingface", "flashinfer", "flashinfer-ai", "vs", "z-loss", "cntkx", "torchtitan"),
+    *("sentence-transformers",),
 }
 # Code and names: dotted or snake_case identifiers, CamelCase, words with digits, code spans,
 # URLs, and the monitor's name for a call outside every module.

