@@ -825,16 +825,16 @@ class _GRPOZeroQwen2(_Attention):
 class _XLM(_Seeded):
     """XLM / FlauBERT's MultiHeadAttention: q divided by sqrt(dim_per_head), a padding mask."""
 
-    def __init__(self, fixed: bool, dim: int = 64, n_heads: int = 4) -> None:
+    def __init__(self, fixed: bool, dim: int = 64, num_heads: int = 4) -> None:
         super().__init__(fixed)
-        self.n_heads = n_heads
+        self.num_heads = num_heads
         self.q_lin, self.k_lin, self.v_lin, self.out_lin = (nn.Linear(dim, dim) for _ in range(4))
 
     def forward(self, x: Tensor, mask: Tensor) -> Tensor:
         bs, _, dim = x.shape
-        dim_per_head = dim // self.n_heads
-        q = _split(self.q_lin(x), self.n_heads)
-        k, v = _split(self.k_lin(x), self.n_heads), _split(self.v_lin(x), self.n_heads)
+        dim_per_head = dim // self.num_heads
+        q = _split(self.q_lin(x), self.num_heads)
+        k, v = _split(self.k_lin(x), self.num_heads), _split(self.v_lin(x), self.num_heads)
         q = q / math.sqrt(dim_per_head)  # the line the thread questioned
         scores = torch.matmul(q, k.transpose(2, 3))
         scores.masked_fill_((mask == 0).view(bs, 1, 1, -1).expand_as(scores), -float("inf"))
