@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import attnscale
 from attnscale import MonitorReport
 
 transformers = pytest.importorskip("transformers")
@@ -174,3 +175,16 @@ def test_a_directory_with_weights_says_so(
     code, out, err = _main(str(tmp_path / "trained"), "--seq", "8", capsys=capsys)
     assert code == 0, err
     assert out.startswith(f"weights: {tmp_path / 'trained'} (safetensors)\n")
+
+
+def test_version_prints_the_package_version(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "attnscale", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"attnscale {attnscale.__version__}"

@@ -31,6 +31,7 @@ from typing import Any, NoReturn
 import torch
 from torch import nn
 
+from . import __version__
 from ._monitor import AttentionMonitor
 from ._monitor.report import SEVERITY_RANK
 from .testing import call
@@ -65,6 +66,7 @@ def _seed(text: str) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m attnscale", description=__doc__.split("\n")[0])
+    parser.add_argument("--version", action="version", version=f"attnscale {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     check = commands.add_parser(
         "check",
