@@ -76,6 +76,32 @@ def test_a_finite_mask_inside_a_bias_is_read_as_a_mask(all_rows: bool) -> None:
     assert stats.masked_fraction > 0.2  # half of the sampled windows hold masked halves
 
 
+# --- 2. keys nn.MultiheadAttention appends (add_bias_kv, add_zero_attn) ----------------------
+
+
+@pytest.mark.parametrize("all_rows", [False, True])
+@pytest.mark.parametrize(("bias_kv", "zero_attn"), [(True, False), (False, True), (True, True)])
+def test_appended_keys_do_not_turn_a_bias_into_a_mask(
+    bias_kv: bool, zero_attn: bool, all_rows: bool
+) -> None:
+    # a float attn_mask that is a position bias, below 0 everywhere: the module pads it with a
+    # 0 column per appended key, and read after that padding, the whole bias was "the mask"
+    torch.manual_seed(0)
+    n = 10
+    mha = nn.MultiheadAttention(
+        D, HEADS, add_bias_kv=bias_kv, add_zero_attn=zero_attn, batch_first=True
+    ).eval()
+    bias = -1.0 - torch.rand(n, n)
+    x = torch.randn(2, n, D)
+    with torch.no_grad(), AttentionMonitor(mha, all_rows=all_rows) as mon:
+        mha(x, x, x, attn_mask=bias)
+    report = mon.report()
+    assert "leaky-mask" not in _codes(report), report
+    (record,) = report.records
+    assert record.last.masked_fraction == 0.0
+    assert record.last.keys == n + bias_kv + zero_attn
+
+
 # --- 3. keys normalised, then divided by a NumPy square root (Reformer) ----------------------
 
 

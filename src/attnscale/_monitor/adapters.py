@@ -556,22 +556,15 @@ def _mha_masks(
     for mask, padding in ((attn_mask, False), (inputs.kpm, True)):
         if mask is None:
             continue
-        if padding:  # key padding: (B, S) -> (nb, 1, 1, S)
-            mask = mask[:nb].reshape(nb, 1, 1, -1)
-        else:
-            if mask.dim() == 3:  # (batch * heads, L, S) -> (batch, heads, L, S)
-                mask = mask.reshape(inputs.bsz, inputs.m.num_heads, *mask.shape[-2:])[:nb]
-            mask = mask[..., rows, :]
-        if lk - mask.shape[-1]:  # the appended bias and zero keys are never masked
-            mask = F.pad(
-                mask, (0, lk - mask.shape[-1]), value=False if mask.dtype == torch.bool else 0.0
-            )
         if mask.dtype == torch.bool:
-            logits = logits.masked_fill(mask, -math.inf)
-        else:
-            logits = logits + mask.float()
-            p = torch.broadcast_to(capture.lineages.additive_mask(mask), logits.shape)
-            positions = p if positions is None else positions | p
+            logits = logits.masked_fill(_mha_aligned(mask, padding, inputs, lk), -math.inf)
+            continue
+        logits = logits + _mha_aligned(mask, padding, inputs, lk).float()
+        # what the user's mask masks, read before the appended keys' zero columns join it
+        # (they would split a bias that is negative everywhere into two groups, a mask)
+        p = _mha_aligned(capture.lineages.additive_mask(mask), padding, inputs, lk)
+        p = torch.broadcast_to(p, logits.shape)
+        positions = p if positions is None else positions | p
     if inputs.lengths is not None:
         lens = torch.tensor(inputs.lengths[:nb], device=logits.device)[:, None]  # (nb, 1)
         keep = torch.arange(lk, device=logits.device)[None, :] < lens  # (nb, S)
@@ -579,6 +572,24 @@ def _mha_masks(
         q_keep = rows[None, :] < lens  # (nb, rows)
         logits = logits.masked_fill(~q_keep[:, None, :, None], -math.inf)
     return logits, _known(positions, logits)
+
+
+def _mha_aligned(mask: torch.Tensor, padding: bool, inputs: _MhaInputs, lk: int) -> torch.Tensor:
+    """A key padding mask (B, S) or an attention mask ((L, S) or (B · heads, L, S)) in the
+    sampled logits' layout, (nb, heads or 1, rows, lk): the keys the module appends (the bias
+    key, the zero key) are columns past the mask's, never masked."""
+    nb = inputs.nb
+    if padding:  # (B, S) -> (nb, 1, 1, S)
+        mask = mask[:nb].reshape(nb, 1, 1, -1)
+    else:
+        if mask.dim() == 3:  # (batch * heads, L, S) -> (batch, heads, L, S)
+            mask = mask.reshape(inputs.bsz, inputs.m.num_heads, *mask.shape[-2:])[:nb]
+        mask = mask[..., inputs.rows, :]
+    if lk > mask.shape[-1]:
+        mask = F.pad(
+            mask, (0, lk - mask.shape[-1]), value=False if mask.dtype == torch.bool else 0.0
+        )
+    return mask
 
 
 def _mha_head_stats(inputs: _MhaInputs, a: dict[str, Any]) -> HeadStats:
