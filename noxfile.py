@@ -18,7 +18,7 @@ import gallery_format  # noqa: E402  (what the build reads of mkdocs-gallery's o
 # The exact CPU build: an open-ended torch would pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
 GENERATED = ROOT / "docs" / "generated"
-FIGURE_COPIES = ROOT / "build" / "figures"  # tools/zh_figures.COPIES
+FIGURE_COPIES = ROOT / "build" / "figures"  # tools/figure_copies.COPIES
 VENDOR = ROOT / "docs" / "assets" / "vendor"
 #: Environment settings that change the bits a CPU computes (threads, BLAS and ATen code paths).
 ARITHMETIC_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "ATEN_CPU_CAPABILITY")
@@ -194,15 +194,9 @@ def arithmetic(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Unit tests, example runs and claim checks."""
     _install(session, "test")
-    session.run(
-        "pytest",
-        "--ignore=tests/site",
-        "--ignore=tests/downloads",
-        "--doctest-modules",
-        "src",
-        "tests",
-        *session.posargs,
-    )
+    # tests/conftest.py leaves out tests/site and tests/downloads (the browser and downloads
+    # sessions); tests/test_snippets.py runs the docstrings' examples
+    session.run("pytest", "tests", *session.posargs)
 
 
 @nox.session
@@ -269,9 +263,7 @@ def dist(session: nox.Session) -> None:
     )
     if "site-packages" not in str(installed):
         session.error(f"the tests would not run against the wheel: {installed}")
-    session.run(
-        "pytest", "tests", "--ignore=tests/site", "--ignore=tests/downloads", *session.posargs
-    )
+    session.run("pytest", "tests", *session.posargs)
 
 
 @nox.session

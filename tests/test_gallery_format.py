@@ -5,9 +5,11 @@ fails here, in one place, not somewhere in the Chinese edition."""
 from __future__ import annotations
 
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
@@ -17,15 +19,24 @@ GENERATED = ROOT / "docs" / "generated"
 PAGES = sorted(p for p in GENERATED.glob("**/plot_*.md") if p.with_suffix(".py").exists())
 
 
+def _docs_pin(name: str) -> tuple[str, str]:
+    """The lower and upper bounds of ``name`` in pyproject.toml's docs extra (>=, <)."""
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        docs = tomllib.load(f)["project"]["optional-dependencies"]["docs"]
+    (specifier,) = [r.specifier for r in map(Requirement, docs) if r.name == name]
+    bounds = {s.operator: s.version for s in specifier}
+    assert set(bounds) == {">=", "<"}, f"{name}: {specifier}"
+    return bounds[">="], bounds["<"]
+
+
 def test_the_pinned_release_is_the_one_read() -> None:
     """The docs extra allows only the release the patterns were read from (raising the pin
     means reading the format again), and the installed one, where the docs are built, is it."""
-    import re
-
-    pin = re.search(r'"mkdocs-gallery>=([\d.]+),<([\d.]+)"', (ROOT / "pyproject.toml").read_text())
-    assert pin, "pyproject.toml's docs extra pins mkdocs-gallery to one minor release"
+    lower, upper = _docs_pin("mkdocs-gallery")
     major, minor = map(int, gallery_format.VERSION.split("."))
-    assert pin[1].startswith(gallery_format.VERSION + ".") and pin[2] == f"{major}.{minor + 1}"
+    assert lower.startswith(gallery_format.VERSION + ".") and upper == f"{major}.{minor + 1}", (
+        "pyproject.toml's docs extra pins mkdocs-gallery to one minor release"
+    )
     gallery = pytest.importorskip("mkdocs_gallery")
     assert gallery.__version__.startswith(gallery_format.VERSION + "."), (
         f"mkdocs-gallery {gallery.__version__}: check tools/gallery_format.py against its "

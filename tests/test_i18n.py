@@ -14,6 +14,7 @@ import yaml
 ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import catalogue  # noqa: E402
+import figure_copies  # noqa: E402
 import zh_style  # noqa: E402
 
 from i18n import __main__ as cli  # noqa: E402
@@ -444,7 +445,7 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
     import matplotlib.pyplot as plt
     import zh_figures
 
-    monkeypatch.setattr(zh_figures, "COPIES", tmp_path / "figures")
+    monkeypatch.setattr(figure_copies, "COPIES", tmp_path / "figures")
     monkeypatch.setattr(catalogue, "GENERATED", tmp_path / "generated")
     fig, (ax, bars) = plt.subplots(1, 2)
     bars.barh(["low", "no scale"], [1, 2])
@@ -459,9 +460,9 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
     zh_figures.keep(fig, image, {"dpi": 50})
     zh_figures.keep(fig, tmp_path / "elsewhere.png", {})  # not a gallery image: no copy
     plt.close(fig)
-    ((copy, rel),) = list(zh_figures.copies())
+    ((copy, rel),) = list(figure_copies.copies())
     assert rel.as_posix() == "gallery/a/images/mkd_glr_plot_01_a_001.png"
-    assert sorted(set(zh_figures.english_texts(copy))) == [
+    assert sorted(set(catalogue.figure_texts(copy))) == [
         "$H$ per head",
         "2 high",
         "Entropy over 3 seeds",
@@ -504,14 +505,12 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
 def test_every_figure_is_redrawn_in_chinese() -> None:
     """Every gallery figure of the English build has a kept copy, and the Chinese page shows
     it redrawn wherever it has English text; so is a gallery card's thumbnail."""
-    import zh_figures
-
     images = sorted(catalogue.GENERATED.glob("**/images/mkd_glr_*.png"))
-    if not images or not zh_figures.COPIES.exists() or not ASSEMBLED:
+    if not images or not figure_copies.COPIES.exists() or not ASSEMBLED:
         pytest.skip("the docs have not been built (nox -s docs)")
-    kept = dict((catalogue.GENERATED / image, copy) for copy, image in zh_figures.copies())
+    kept = dict((catalogue.GENERATED / image, copy) for copy, image in figure_copies.copies())
     assert [i for i in images if i not in kept] == [], "figures with no copy to redraw"
-    redrawn = [i for i in images if zh_figures.english_texts(kept[i])]
+    redrawn = [i for i in images if catalogue.figure_texts(kept[i])]
     assert redrawn
     for image in redrawn:
         chinese = tree.BUILD / "docs" / image.relative_to(ROOT / "docs")
@@ -527,14 +526,14 @@ def test_no_english_is_left_in_the_chinese_figures() -> None:
     English words in it is one the catalogue keeps as it is (model names)."""
     import zh_figures
 
-    copies = list(zh_figures.copies())
+    copies = list(figure_copies.copies())
     if not copies:
         pytest.skip("the docs have not been built (nox -s docs)")
     texts = catalogue.load()
     left = []
     for copy, image in copies:
         figure, _ = zh_figures.translated(copy, texts, lambda key: None)
-        shown = [t.get_text() for t in zh_figures._texts(figure)]
+        shown = [t.get_text() for t in figure_copies.texts(figure)]
         for axes in figure.axes:
             for axis in (axes.xaxis, axes.yaxis):
                 formatter = axis.get_major_formatter()
@@ -542,7 +541,7 @@ def test_no_english_is_left_in_the_chinese_figures() -> None:
                 shown += [formatter(loc, i) for i, loc in enumerate(locs)]
         for text in shown:
             key = catalogue.shape(text)[0]
-            if zh_figures._english(text) and texts.get(key) != key:
+            if catalogue.english_outside_math(text) and texts.get(key) != key:
                 left.append(f"{image.name}: {text}")
     assert not left, "\n".join(sorted(set(left)))
 

@@ -1,6 +1,7 @@
 """Every paper cited anywhere on the site is listed on the references page."""
 
 import re
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).parents[1]
@@ -49,18 +50,19 @@ def test_the_guide_url_is_written_once(monkeypatch) -> None:
 
     from attnscale._monitor import report
 
-    declared = re.search(r'^Documentation = "(.+)"$', (ROOT / "pyproject.toml").read_text(), re.M)
-    assert declared and report.GUIDE_URL.startswith(declared[1])
+    with (ROOT / "pyproject.toml").open("rb") as f:
+        url = tomllib.load(f)["project"]["urls"]["Documentation"]
+    assert url and report.GUIDE_URL.startswith(url)
 
     def not_installed(name: str) -> None:
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "metadata", not_installed)
     from_source = Path(report.__file__).resolve().is_relative_to(ROOT / "src")
-    assert report._documentation_url() == (declared[1] if from_source else "")
+    assert report._documentation_url() == (url if from_source else "")
     for config, path in (("mkdocs.yml", ""), ("mkdocs.zh.yml", "zh/")):
         site_url = re.search(r"^site_url: (.+)$", (ROOT / config).read_text(), re.M)
-        assert site_url and site_url[1] == declared[1] + path, config
+        assert site_url and site_url[1] == url + path, config
     # and the citations point there
-    assert f"url    = {{{declared[1]}}}" in (ROOT / "docs" / "references.md").read_text()
-    assert f"url: {declared[1]}\n" in (ROOT / "CITATION.cff").read_text()
+    assert f"url    = {{{url}}}" in (ROOT / "docs" / "references.md").read_text()
+    assert f"url: {url}\n" in (ROOT / "CITATION.cff").read_text()

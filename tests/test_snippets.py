@@ -1,7 +1,8 @@
 """Every snippet a reader sees runs as written: the examples in the API reference (the
 library's docstrings) and the code blocks of the README and the hand-written pages, each in a
-fresh namespace, as when pasted into a new interpreter. (pytest's doctest run shares each
-module's globals, so an example without its imports passes there.)"""
+fresh namespace, as when pasted into a new interpreter. This is the one place the docstrings'
+examples run: pytest's ``--doctest-modules`` would share each module's globals, so an example
+without its imports would pass there."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Generated text in Chinese: the cells of result tables, the lines examples print, the
-comments of their code, and the text of their figures (tools/zh_figures.py).
+comments of their code, and the text of their figures (tools/figure_copies.py, redrawn by
+tools/zh_figures.py).
 
 The examples run once, in English; their tables and printed output hold numbers of that run. The
 Chinese edition translates them by *shape*: a text with every number replaced by ``{}``.
@@ -37,6 +38,7 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import figure_copies
 import gallery_format
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -323,16 +325,28 @@ def missing_by_page() -> dict[str, list[str]]:
 
 def _all_texts() -> Iterator[tuple[str, str]]:
     """Every text of the generated pages and their figures that needs an entry, with its page."""
-    import zh_figures  # it uses this module
-
     for page in _pages():
         for text in texts(page.read_text()):
             yield page.stem, text
-    for copy, image in zh_figures.copies():
+    for copy, image in figure_copies.copies():
         found = gallery_format.IMAGE.fullmatch(image.name)
         name = found["script"] if found else image.stem
-        for text in zh_figures.english_texts(copy):
+        for text in figure_texts(copy):
             yield name, text
+
+
+_MATH = re.compile(r"\$[^$]*\$")
+
+
+def english_outside_math(text: str) -> bool:
+    """Whether a figure text has English words outside its math (a log axis's tick labels are
+    ``$\\mathdefault{10^{3}}$``: math only)."""
+    return bool(english_words(_MATH.sub(" ", text)))
+
+
+def figure_texts(copy: Path) -> list[str]:
+    """The lines of a kept figure's texts that need an entry (an entry is one line)."""
+    return [line for line in figure_copies.lines(copy) if english_outside_math(line)]
 
 
 # A format spec that prints a number: the width and precision vary, the text around does not.

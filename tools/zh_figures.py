@@ -13,18 +13,16 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
-import re
 import shutil
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import catalogue
+import figure_copies
 import gallery_format
 
-ROOT = Path(__file__).resolve().parent.parent
-COPIES = ROOT / "build" / "figures"
 #: The font the Chinese text is drawn in, after the style's own font for Latin text.
 CJK_FONT = "Noto Sans CJK SC"
 
@@ -34,7 +32,7 @@ def keep(figure: Any, path: str | Path, kwargs: dict[str, Any]) -> None:
     path = Path(path).resolve()
     if path.parent.name != "images" or not gallery_format.IMAGE.fullmatch(path.name):
         return
-    copy = COPIES / path.relative_to(catalogue.GENERATED).with_suffix(".pickle")
+    copy = figure_copies.COPIES / path.relative_to(catalogue.GENERATED).with_suffix(".pickle")
     copy.parent.mkdir(parents=True, exist_ok=True)
     try:
         with warnings.catch_warnings():
@@ -66,33 +64,6 @@ def install_keeper() -> None:
     Figure.savefig = savefig  # type: ignore[method-assign]
 
 
-def copies() -> Iterator[tuple[Path, Path]]:
-    """Each kept figure, with its image's path relative to docs/generated."""
-    for copy in sorted(COPIES.rglob("*.pickle")):
-        yield copy, copy.relative_to(COPIES).with_suffix(".png")
-
-
-def _texts(figure: Any) -> list[Any]:
-    from matplotlib.text import Text
-
-    return [t for t in figure.findobj(Text) if t.get_text().strip()]
-
-
-_MATH = re.compile(r"\$[^$]*\$")
-
-
-def _english(text: str) -> bool:
-    """Whether a figure text has English words outside its math (a log axis's tick labels are
-    ``$\\mathdefault{10^{3}}$``: math only)."""
-    return bool(catalogue.english_words(_MATH.sub(" ", text)))
-
-
-def english_texts(copy: Path) -> list[str]:
-    """The lines of a kept figure's texts that need a catalogue entry (an entry is one line)."""
-    figure, _ = pickle.loads(copy.read_bytes())
-    return [line for t in _texts(figure) for line in t.get_text().split("\n") if _english(line)]
-
-
 def translated(
     copy: Path, texts: dict[str, str], missing: Callable[[str], None]
 ) -> tuple[Any, dict[str, Any]]:
@@ -105,7 +76,7 @@ def translated(
     def chinese(text: str) -> str:
         lines = text.split("\n")
         for i, line in enumerate(lines):
-            if _english(line):
+            if catalogue.english_outside_math(line):
                 key, numbers = catalogue.shape(line)
                 if texts.get(key):
                     lines[i] = catalogue.fill(texts[key], numbers)
@@ -113,7 +84,7 @@ def translated(
                     missing(key)
         return "\n".join(lines)
 
-    for text in _texts(figure):
+    for text in figure_copies.texts(figure):
         zh = chinese(text.get_text())
         if zh != text.get_text():
             text.set_text(zh)

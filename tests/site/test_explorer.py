@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from conftest import ROOT
 
 pytest.importorskip("playwright.sync_api")

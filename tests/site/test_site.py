@@ -13,7 +13,6 @@ from urllib.error import HTTPError
 from urllib.parse import urldefrag, urljoin, urlsplit
 
 import pytest
-
 from conftest import ROOT, SITE, public_names, site_pages
 
 sys.path.insert(0, str(ROOT / "tools"))

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import catalogue
+import figure_copies
 import gallery_format
 import zh_figures
 import zh_style
@@ -272,7 +273,7 @@ def _redraw_figures(docs: Path, texts: dict[str, str], missing: list[str]) -> No
     from mkdocs_gallery.utils import rescale_image
     from PIL import Image
 
-    kept = [(copy, docs / "generated" / image) for copy, image in zh_figures.copies()]
+    kept = [(copy, docs / "generated" / image) for copy, image in figure_copies.copies()]
     kept = [(copy, target) for copy, target in kept if target.exists()]
     if kept:
         zh_figures.check_font()

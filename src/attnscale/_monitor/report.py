@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import math
-import re
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -30,8 +30,9 @@ def _documentation_url() -> str:
         urls: list[str] = importlib.metadata.metadata("attnscale").get_all("Project-URL") or []
     except importlib.metadata.PackageNotFoundError:
         pyproject = Path(__file__).resolve().parents[3] / "pyproject.toml"
-        text = pyproject.read_text() if pyproject.exists() else ""
-        urls = [f"Documentation, {u}" for u in re.findall(r'^Documentation = "(.+)"$', text, re.M)]
+        table = tomllib.loads(pyproject.read_text()) if pyproject.exists() else {}
+        declared = table.get("project", {}).get("urls", {}).get("Documentation")
+        urls = [f"Documentation, {declared}"] if declared else []
     for entry in urls:
         label, _, url = entry.partition(",")
         if label.strip() == "Documentation":

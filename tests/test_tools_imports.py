@@ -1,0 +1,78 @@
+"""No module of the build's scripts (tools/) imports one that imports it back, at the top of the
+file or inside a function: a cycle makes the order of imports matter and hides which module
+owns a piece."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+TOOLS = Path(__file__).parents[1] / "tools"
+
+
+def _module_name(path: Path) -> str:
+    """The name a file of tools/ is imported as (tools/ is on the path): ``i18n.tree``."""
+    parts = path.relative_to(TOOLS).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The modules of tools/ that ``path`` imports, anywhere in it."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:  # relative: from .sources import x, from . import x
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*anchor, *([base] if base else [])])
+            found.add(base)
+            found |= {f"{base}.{alias.name}" for alias in node.names}
+    return {m for m in found if m in modules and m != name}
+
+
+def import_graph() -> dict[str, set[str]]:
+    files = sorted(TOOLS.rglob("*.py"))
+    modules = {_module_name(f) for f in files}
+    return {_module_name(f): _imports(f, modules) for f in files}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each import cycle once, as the path that closes it (depth-first search)."""
+    found, done = [], set()
+
+    def visit(node: str, path: list[str]) -> None:
+        if node in path:
+            found.append([*path[path.index(node) :], node])
+            return
+        if node in done:
+            return
+        for target in sorted(graph.get(node, ())):
+            visit(target, [*path, node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    return found
+
+
+def test_the_graph_sees_the_imports() -> None:
+    graph = import_graph()
+    assert "gallery_format" in graph["catalogue"]
+    assert {"catalogue", "figure_copies"} <= graph["zh_figures"]
+    assert {"i18n.sources", "i18n.glossary"} <= graph["i18n.tree"]  # relative imports
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """A cycle through a function-level import, as catalogue and zh_figures had, is found."""
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c", "a"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_module_in_tools_imports_itself_back() -> None:
+    found = cycles(import_graph())
+    assert not found, "import cycles in tools/: " + "; ".join(" -> ".join(c) for c in found)
