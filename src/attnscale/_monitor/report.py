@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import math
+import posixpath
+import re
+import textwrap
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -458,39 +461,115 @@ class MonitorReport:
         )
 
     def __str__(self) -> str:
+        """The report as text at most ``TEXT_WIDTH`` columns wide: a summary line, a table of
+        the sites' last calls, then each finding with its message wrapped, the likely cause
+        and the fix on lines of their own, and the guide page that explains it."""
         if not self.records:
             lines = ["AttentionMonitor: no attention computation was captured."]
         else:
-            head = (
-                f"{'where':<28} {'kind':<19} {'calls':>5} {'d_h':>4} {'scale/ref':>9} "
-                f"{'logit sd':>8} {'max|l|':>8} {'H/logn':>6} {'max p':>6} {'sat':>5} "
-                f"{'nonfin':>6} dtype"
-            )
-            lines = [head, "-" * len(head)]
-            for r in self.records:
-                s = r.last
-                lines.append(
-                    f"{_clip(r.where, 28):<28} {r.kind:<19} {len(r.series):>5} "
-                    f"{_fmt(s.head_dim, 'd'):>4} {_fmt(s.scale_ratio, '.3g'):>9} "
-                    f"{s.logit_std:>8.3g} {s.max_abs_logit:>8.3g} {s.normalized_entropy:>6.3f} "
-                    f"{s.max_probability:>6.3f} {s.saturated_fraction:>5.2f} "
-                    f"{s.nonfinite_logits + s.nonfinite_outputs:>6d} {s.dtype}"
-                )
-            lines.append(
-                "(statistics of each site's last call; scale/ref = effective scale "
-                "x sqrt(head_dim))"
-            )
+            lines = [_summary(self.findings, len(self.records)), *_table(self.records)]
         lines.append("")
         if not self.findings:
             lines.append("No findings.")
         for f in self.findings:
-            step = "" if f.step is None else f" (step {f.step})"
-            if f.first_step is not None:
-                step += f" (first at run step {f.first_step})"
-            where = f.where if len(f.sites) <= 1 else f"{len(f.sites)} sites: {compact(f.sites)}"
-            lines.append(f"[{f.severity.upper()}] {f.code} at {where}{step}:")
-            lines.append(f"    {f.message}")
+            lines += _finding_lines(f)
+        if any(_message_parts(f.message)[1] for f in self.findings):
+            lines.append(_wrap(f"guide: {GUIDE_URL}<page>/", "", "  "))
         return "\n".join(lines)
+
+
+#: The widest line of a report's text: a terminal, a notebook cell or a page of the guide
+#: shows it without scrolling sideways.
+TEXT_WIDTH = 88
+_SITE_WIDTH = 32
+# the table's columns after the site: (heading, width, statistic of the last call as text);
+# the rest (kind, head_dim, dtype, max p, the number of calls) are in to_dataframe
+_COLUMNS: tuple[tuple[str, int, Callable[[AttentionStats], str]], ...] = (
+    ("scale/ref", 9, lambda s: _fmt(s.scale_ratio, ".3g")),
+    ("logit sd", 8, lambda s: format(s.logit_std, ".3g")),
+    ("max|logit|", 10, lambda s: format(s.max_abs_logit, ".3g")),
+    ("H/log n", 7, lambda s: format(s.normalized_entropy, ".3f")),
+    ("sat", 4, lambda s: format(s.saturated_fraction, ".2f")),
+    ("nonfin", 6, lambda s: str(s.nonfinite_logits + s.nonfinite_outputs)),
+)
+
+
+def _summary(findings: list[Finding], sites: int) -> str:
+    """The report's first line: how many sites, and how many findings at each severity."""
+    counts = [sum(f.severity == s for f in findings) for s in ("error", "warning", "info")]
+    return "AttentionMonitor report: call sites {} · errors {} · warnings {} · info {}".format(
+        sites, *counts
+    )
+
+
+def _table(records: list[AttentionRecord]) -> list[str]:
+    """The sites' table, its legend, and where the other statistics are."""
+    head = f"{'site':<{_SITE_WIDTH}}" + "".join(f"  {h:>{w}}" for h, w, _ in _COLUMNS)
+    lines = [head, "-" * len(head)]
+    for r in records:
+        cells = "".join(f"  {cell(r.last):>{w}}" for _, w, cell in _COLUMNS)
+        lines.append(f"{_elide(r.where, _SITE_WIDTH):<{_SITE_WIDTH}}{cells}")
+    return [
+        *lines,
+        "Each site's last call; scale/ref = scale × √head_dim, sat = share of saturated rows.",
+        "More columns (kind, head_dim, dtype, max p) and every call: report.to_dataframe()",
+    ]
+
+
+def _finding_lines(f: Finding) -> list[str]:
+    """One finding: its severity, code, sites and steps, then its message in parts."""
+    step = "" if f.step is None else f" (step {f.step})"
+    if f.first_step is not None:
+        step += f" (first at run step {f.first_step})"
+    where = f.where if len(f.sites) <= 1 else f"{len(f.sites)} sites: {compact(f.sites)}"
+    # padded so the codes line up (and so the guide's translation tools read it as one line)
+    tag = f"[{f.severity.upper()}]"
+    lines = [_wrap(f"{tag:<10} {f.code} at {where}{step}", "", " " * 11)]
+    parts, page = _message_parts(f.message)
+    lines += [_wrap(part, "    ", "      ") for part in parts]
+    if page:
+        lines.append(f"    guide: {page}")
+    return lines
+
+
+# the labelled parts a message is cut into, each printed from a line of its own
+_PART = re.compile(r" (?=(?:Likely cause|Fix): )")
+_SEE = re.compile(r"\s*See (\S+)$")
+
+
+def _message_parts(message: str) -> tuple[list[str], str]:
+    """A message's parts (the measurement, ``Likely cause:``, ``Fix:``), and the guide page
+    its closing ``See <url>`` names, relative to the debugging section ("" if none)."""
+    see = _SEE.search(message)
+    root = GUIDE_URL.rsplit("/", 2)[0] + "/"  # the gallery, of which the section is a part
+    page = ""
+    if see and see[1].startswith(root):
+        message = message[: see.start()]
+        page = posixpath.relpath(see[1].rstrip("/"), GUIDE_URL.rstrip("/"))
+    return _PART.split(message), page
+
+
+def _wrap(text: str, indent: str, hanging: str) -> str:
+    """``text`` wrapped at ``TEXT_WIDTH`` columns, its lines after the first indented more."""
+    wrapper = _Wrapper(
+        TEXT_WIDTH, initial_indent=indent, subsequent_indent=hanging, break_on_hyphens=False
+    )
+    return "\n".join(wrapper.wrap(text))
+
+
+class _Wrapper(textwrap.TextWrapper):
+    """A wrapper that breaks a word longer than a line (a long module path) after a dot, a
+    slash or an underscore where it can, so that no line is wider than the width."""
+
+    def _handle_long_word(
+        self, reversed_chunks: list[str], cur_line: list[str], cur_len: int, width: int
+    ) -> None:
+        room = max(width - cur_len, 1)
+        chunk = reversed_chunks[-1]
+        cut = max(chunk.rfind(mark, 0, room) for mark in "./_") + 1
+        end = cut if cut > 0 else room
+        cur_line.append(chunk[:end])
+        reversed_chunks[-1] = chunk[end:]
 
 
 def compact(sites: tuple[str, ...] | list[str]) -> str:
@@ -519,8 +598,13 @@ def compact(sites: tuple[str, ...] | list[str]) -> str:
     return ", ".join(out)
 
 
-def _clip(s: str, n: int) -> str:
-    return s if len(s) <= n else "…" + s[-(n - 1) :]
+def _elide(s: str, n: int) -> str:
+    """``s`` in at most ``n`` characters: its middle left out, so the model's top and the
+    attention module's own name both show."""
+    if len(s) <= n:
+        return s
+    tail = (n - 1) // 2
+    return s[: n - 1 - tail] + "…" + s[-tail:]
 
 
 def _fmt(v: float | int | None, spec: str) -> str:
