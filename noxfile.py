@@ -12,6 +12,8 @@ from pathlib import Path
 import nox
 
 ROOT = Path(__file__).parent
+#: The guide's site-only code, its own distribution (attnscale-guide; import name ``guide``).
+GUIDE = ROOT / "guide"
 sys.path.insert(0, str(ROOT / "tools"))
 import gallery_format  # noqa: E402  (what the build reads of mkdocs-gallery's output)
 
@@ -47,18 +49,44 @@ def _once(stamp: Path, key: str, action: Callable[[], object]) -> None:
 
 
 def _install(session: nox.Session, extras: str = "") -> None:
+    """The library (with ``extras``) and the guide's package (tests, examples and studies
+    import it), both editable."""
     target = f".[{extras}]" if extras else "."
 
     def install() -> None:
         session.install(TORCH)
-        session.install("-e", target)
+        session.install("-e", target, "-e", str(GUIDE))
 
     venv = Path(session.virtualenv.location)
     _once(
         venv / ".attnscale-installed",
-        _digest(ROOT / "pyproject.toml", extra=TORCH + target),
+        _digest(ROOT / "pyproject.toml", GUIDE / "pyproject.toml", extra=TORCH + target),
         install,
     )
+
+
+def _wheels(session: nox.Session, folder: Path) -> list[str]:
+    """Build the two wheels, attnscale's and the guide's, into a fresh ``folder``."""
+    shutil.rmtree(folder, ignore_errors=True)
+    # setuptools packs what an earlier build left in build/lib: stale modules would ship
+    for stale in (ROOT / "build" / "lib", GUIDE / "build"):
+        shutil.rmtree(stale, ignore_errors=True)
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "-w",
+        str(folder),
+        ".",
+        str(GUIDE),
+        silent=True,
+    )
+    wheels = sorted(str(w) for w in folder.glob("*.whl"))
+    if len(wheels) != 2:
+        session.error(f"expected attnscale's wheel and the guide's in {folder}: {wheels}")
+    return wheels
 
 
 def _npm_ci(session: nox.Session) -> None:
@@ -141,7 +169,7 @@ def _invalidate_stale_examples(session: nox.Session) -> None:
     # The settings that change the machine's arithmetic (FACTS: one thread is not bitwise
     # across them): a build under other settings must not reuse this one's outputs.
     arithmetic = {k: os.environ.get(k, "") for k in ARITHMETIC_SETTINGS}
-    key = _digest(ROOT / "src", ROOT / "mkdocs.yml", extra=f"{freeze}{arithmetic}")
+    key = _digest(ROOT / "src", GUIDE / "src", ROOT / "mkdocs.yml", extra=f"{freeze}{arithmetic}")
     stamp = GENERATED / ".environment"
     if not stamp.exists() or stamp.read_text() != key:
         shutil.rmtree(GENERATED, ignore_errors=True)
@@ -213,14 +241,16 @@ def browser(session: nox.Session) -> None:
 
 @nox.session
 def downloads(session: nox.Session) -> None:
-    """Run every .py and .ipynb the built site offers, against the installed wheel."""
+    """Run every .py and .ipynb the built site offers, against the two installed wheels."""
     if not (ROOT / "site" / "index.html").exists():
         session.error("site/ is missing: run `nox -s docs` first")
     session.install(TORCH)
-    # A regular (non-editable) install: the downloads must work from the package alone.
-    session.install("--force-reinstall", "--no-deps", ".")
+    # Regular (non-editable) installs of the wheels: the downloads must work from them alone.
+    wheels = _wheels(session, ROOT / "build" / "download-wheels")
+    session.install("--force-reinstall", "--no-deps", *wheels)
     session.install(
-        ".[plot]",
+        *wheels,
+        "matplotlib>=3.11",
         "pytest>=8",
         "nbclient>=0.10",
         "nbformat>=5.10",
@@ -257,6 +287,13 @@ def dist(session: nox.Session) -> None:
     session.install(TORCH)
     session.install("--force-reinstall", "--no-deps", str(wheel))
     session.install(f"{wheel}[test]")
+    # the tests of the guide's helpers import it: its wheel, beside the library's
+    guide = [
+        w
+        for w in _wheels(session, ROOT / "build" / "guide-wheel")
+        if Path(w).name.startswith("attnscale_guide")
+    ]
+    session.install("--no-deps", *guide)
     # from a folder outside the clone: `import attnscale` must find the installed wheel
     installed = session.run(
         "python", "-c", "import attnscale; print(attnscale.__file__)", silent=True
@@ -278,7 +315,7 @@ def experiments(session: nox.Session) -> None:
     _install(session)
     args = session.posargs
     command = ["status"] if args[:1] == ["status"] else ["run", *args]
-    session.run("python", "-m", "attnscale._docs.stored", *command)
+    session.run("python", "-m", "guide.stored", *command)
 
 
 @nox.session

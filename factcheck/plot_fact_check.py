@@ -16,8 +16,8 @@ and the test suite fails if a verdict ever changes.
 # Each row gives the claim in our words, the verdict, what was measured, and the guide page
 # that examines the question in depth.
 
-from attnscale._docs.factcheck import PAGE_TITLES, check_claims
-from attnscale._docs.tables import Table
+from guide.factcheck import PAGE_TITLES, check_claims
+from guide.tables import Table
 
 SEED = 0
 BASE = "../../../"  # from this page back to the site root

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from attnscale import AdditiveAttention, scaled_dot_product_attention
-from attnscale._docs import style
+from guide import style
 
 BATCH, Q_LEN, K_LEN, D_Q, D_K, HIDDEN, D_V = 2, 3, 5, 6, 4, 7, 3
 

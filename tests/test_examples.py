@@ -66,11 +66,12 @@ def test_running_box_names_what_each_script_needs() -> None:
 
     needs = mkdocs_hooks.imported_packages
     assert needs(ROOT / "examples/01_variance/plot_01_variance_growth.py") == [
+        "attnscale-guide",
         "matplotlib",
         "numpy",
         "torch",
     ]
     assert "transformers" in needs(ROOT / "examples/05_debugging/plot_06_real_architectures.py")
-    # through attnscale._docs.calibration, which trains transformers' GPT-2
+    # through guide.calibration, which trains transformers' GPT-2
     assert "transformers" in needs(ROOT / "examples/05_debugging/plot_09_real_bugs.py")
     assert all("pandas" not in needs(s) for s in EXAMPLES)  # to_dataframe's optional import

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 import torch
 
-from attnscale._docs import factcheck
-from attnscale._docs.factcheck import PAGE_TITLES, VERDICTS, check_claims
+from guide import factcheck
+from guide.factcheck import PAGE_TITLES, VERDICTS, check_claims
 
 ROOT = Path(__file__).parents[1]
 

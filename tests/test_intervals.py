@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from attnscale._docs import intervals, metric
+from guide import intervals, metric
 
 
 @pytest.mark.parametrize(

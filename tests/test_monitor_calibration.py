@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnscale._docs import calibration
+from guide import calibration
 
 
 @pytest.fixture(scope="module")

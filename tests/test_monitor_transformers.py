@@ -1,7 +1,7 @@
 """The monitor on third-party model code: Hugging Face transformers, tiny configs, random weights.
 
 Nothing is downloaded: every model is built from a small config
-(``attnscale._docs.zoo``). Healthy models must give no warning, every planted bug
+(``guide.zoo``). Healthy models must give no warning, every planted bug
 its code at warning or worse, every case some records, and every output must
 be bitwise identical with and without the monitor.
 """
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from attnscale import AttentionMonitor, MonitorReport
-from attnscale._docs import zoo
+from guide import zoo
 
 FAMILIES = ("gpt2", "bert", "llama", "gemma2", "t5", "vit")
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}

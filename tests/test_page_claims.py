@@ -348,7 +348,7 @@ def test_all_strategies_second_minima_lie_past_unstable_rates(
     """Every second minimum the page lists sits beyond a rate where a seed blew up."""
     import numpy as np
 
-    from attnscale._docs import metric
+    from guide import metric
 
     full, found = all_strategies["full"], 0
     for task in all_strategies["TASKS"]:

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 
 import attnscale
 from attnscale import plot_seed_bands, plot_strategy_curves, plot_training_metric, train
-from attnscale._docs import figures, style
+from guide import figures, style
 
 ROOT = Path(__file__).parents[1]
 

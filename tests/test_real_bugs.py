@@ -1,6 +1,6 @@
 """The monitor against real attention-scaling bugs from public threads, and their look-alikes.
 
-Each case of ``attnscale._docs.real_bugs`` reproduces the code path of one public issue or
+Each case of ``guide.real_bugs`` reproduces the code path of one public issue or
 pull request. The target: every bug's reported version gets a scaling finding (warning or
 worse) and its fixed version gets no warning at all; neither version of a trap (a
 deliberate design that looks like a bug) gets any warning.
@@ -14,8 +14,8 @@ import pytest
 import torch
 from torch import nn
 
-from attnscale._docs import real_bugs
-from attnscale._docs.real_bugs import CASES, SCALING_CODES, Case
+from guide import real_bugs
+from guide.real_bugs import CASES, SCALING_CODES, Case
 
 # The likely cause a scale-mismatch finding gives for a bug's reported version, where the
 # thread leaves no doubt about it: case name -> (pattern every such message must match,

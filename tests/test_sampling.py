@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 import attnscale as asc
 from attnscale import _sampling as sampling
-from attnscale._docs import factcheck
 from attnscale._training import tasks
+from guide import factcheck
 
 
 def ks_statistic(a: torch.Tensor, b: torch.Tensor) -> float:

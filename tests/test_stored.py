@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnscale._docs import stored
+from guide import stored
 
 ROOT = Path(__file__).parents[1]
 
@@ -28,7 +28,7 @@ TOY = textwrap.dedent(
     import torch
 
     from attnscale import _theory as theory
-    from attnscale._docs import stored
+    from guide import stored
 
     FULL = {"seeds": [0, 1, 2], "steps": 50}
     REDUCED = {"seeds": [1], "steps": 50}
@@ -317,7 +317,7 @@ def test_stored_provenance_is_present_and_true(name):
     fp = full.provenance["fingerprint"]
     confirmed = [r["code_hash"] for r in fp.get("reproduced", [])]
     if now != made_by:  # a refactor since the run: the hash is recorded, and the record true
-        assert now in confirmed, f"run `python -m attnscale._docs.stored confirm {name}`"
+        assert now in confirmed, f"run `python -m guide.stored confirm {name}`"
     # each record of the fingerprint was made by the code that made the run, or by code that
     # reproduced it; one of them kept the values that other arithmetics compare with
     assert fp["records"] and (stored.RESULTS / name / stored.FINGERPRINT_VALUES).exists()
@@ -349,7 +349,7 @@ def _skip_where_not_comparable(exp: stored.Experiment, fp: dict) -> None:
     torches = {r["arithmetic"]["torch"] for r in fp["records"]}
     if torch.__version__ not in torches:
         pytest.skip(f"the fingerprint was recorded with torch {sorted(torches)}")
-    from attnscale._docs.studies import logit_growth
+    from guide.studies import logit_growth
 
     pythons = {r["arithmetic"]["python"] for r in fp["records"]}
     uses_corpus = exp.name == "logit_growth" or logit_growth in exp.uses
@@ -440,7 +440,7 @@ def test_a_tolerance_can_compare_the_early_steps_only():
 def test_this_python_has_the_logit_growth_text():
     """The logit-growth page skips its rerun where Python ships other help topics; not on the
     Python the stored run was made with (the docs build's)."""
-    from attnscale._docs.studies import logit_growth
+    from guide.studies import logit_growth
 
     full = stored.load("logit_growth")
     made_on = {r["python"] for r in full.provenance["parts"].values()}

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import attnscale as asc
-from attnscale._docs import zoo
+from guide import zoo
 
 transformers = pytest.importorskip("transformers")
 

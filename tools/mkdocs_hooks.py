@@ -140,12 +140,17 @@ def _running_box(markdown: str, page: Any, lang: str) -> str:
     return markdown[: title.end()] + box + markdown[title.end() :]
 
 
-SRC = Path(__file__).resolve().parent.parent / "src"
+_CHECKOUT = Path(__file__).resolve().parent.parent
+#: This repository's two distributions, by import name: the library and the guide's site code.
+SOURCES = {"attnscale": _CHECKOUT / "src", "guide": _CHECKOUT / "guide" / "src"}
+#: The name a reader installs the guide's package by.
+GUIDE_DISTRIBUTION = "attnscale-guide"
 
 
 def imported_packages(script: Path) -> list[str]:
-    """The third-party packages a script needs: those it imports, and those the attnscale
-    modules it imports import in turn (transformers, behind a guide helper), sorted."""
+    """The packages a script needs besides attnscale: those it imports, and those the attnscale
+    and guide modules it imports import in turn (transformers, behind a guide helper), sorted;
+    the guide's own package by its distribution name."""
     found: set[str] = set()
     seen: set[Path] = set()
     todo = [script]
@@ -155,8 +160,11 @@ def imported_packages(script: Path) -> list[str]:
             continue
         seen.add(path)
         for name in _imports(path):
-            if name.split(".")[0] == "attnscale":
+            top = name.split(".")[0]
+            if top in SOURCES:
                 todo += _module_files(name)
+                if top == "guide":
+                    found.add(GUIDE_DISTRIBUTION)
             else:
                 found.add(name.split(".")[0])
     return sorted(found - set(sys.stdlib_module_names) - {"__future__"})
@@ -166,8 +174,9 @@ def _imports(path: Path) -> list[str]:
     """Dotted names of what a file imports (relative imports resolved, and ``from m import
     x`` as both ``m`` and ``m.x``, which may be a module)."""
     package = []
-    if SRC in path.parents:
-        package = list(path.relative_to(SRC).with_suffix("").parts)
+    src = next((s for s in SOURCES.values() if s in path.parents), None)
+    if src is not None:
+        package = list(path.relative_to(src).with_suffix("").parts)
         package = package[:-1]  # a module's package; __init__'s is itself, minus "__init__"
     tree = ast.parse(path.read_text())
     optional = {  # imports guarded by `except ImportError`: the code runs without them
@@ -192,8 +201,8 @@ def _imports(path: Path) -> list[str]:
 
 
 def _module_files(name: str) -> list[Path]:
-    """The source file of an attnscale module or package, if there is one."""
-    base = SRC.joinpath(*name.split("."))
+    """The source file of an attnscale or guide module or package, if there is one."""
+    base = SOURCES[name.split(".")[0]].joinpath(*name.split("."))
     return [f for f in (base.with_suffix(".py"), base / "__init__.py") if f.is_file()]
 
 

@@ -20,8 +20,8 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale as asc
-from attnscale._docs import figures
-from attnscale._docs.style import colours, use_style
+from guide import figures
+from guide.style import colours, use_style
 
 use_style()
 COLOURS = colours(["none", "inverse_sqrt"])  # raw and scaled, as every page draws them

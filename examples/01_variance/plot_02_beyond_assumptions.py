@@ -18,8 +18,8 @@ import torch
 from torch import nn
 
 import attnscale as asc
-from attnscale._docs import figures
-from attnscale._docs.style import use_style
+from guide import figures
+from guide.style import use_style
 
 use_style()
 

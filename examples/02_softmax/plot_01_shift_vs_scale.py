@@ -17,7 +17,7 @@ import torch
 
 import attnscale
 from attnscale import plot_probability_rows
-from attnscale._docs.style import use_style
+from guide.style import use_style
 
 use_style()
 

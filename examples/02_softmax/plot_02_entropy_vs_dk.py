@@ -20,8 +20,8 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale._docs.figures import ordered_colour, plot_scaled_vs_unscaled
-from attnscale._docs.style import use_style
+from guide.figures import ordered_colour, plot_scaled_vs_unscaled
+from guide.style import use_style
 
 use_style()
 

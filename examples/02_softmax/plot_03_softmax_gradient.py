@@ -21,13 +21,13 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale._docs import experiments
-from attnscale._docs.figures import (
+from guide import experiments
+from guide.figures import (
     plot_jacobian_norm_vs_sigma,
     plot_log_histograms,
     plot_saturation_vs_sigma,
 )
-from attnscale._docs.style import use_style
+from guide.style import use_style
 
 use_style()
 

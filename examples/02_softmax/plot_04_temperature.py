@@ -19,8 +19,8 @@ import torch
 
 import attnscale
 from attnscale import plot_probability_rows
-from attnscale._docs.figures import plot_entropy_vs_temperature
-from attnscale._docs.style import use_style
+from guide.figures import plot_entropy_vs_temperature
+from guide.style import use_style
 
 use_style()
 

@@ -56,8 +56,8 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale._docs import figures, style
-from attnscale._docs.tables import Table
+from guide import figures, style
+from guide.tables import Table
 
 style.use_style()
 

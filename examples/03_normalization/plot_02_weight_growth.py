@@ -16,7 +16,7 @@ import torch
 
 import attnscale
 from attnscale import plot_strategy_curves
-from attnscale._docs import style
+from guide import style
 
 style.use_style()
 

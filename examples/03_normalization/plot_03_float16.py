@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 import attnscale
-from attnscale._docs import figures, style
+from guide import figures, style
 
 style.use_style()
 

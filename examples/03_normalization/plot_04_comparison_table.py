@@ -14,9 +14,9 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale._docs import style
-from attnscale._docs.figures import plot_strategy_bars
-from attnscale._docs.tables import Table
+from guide import style
+from guide.figures import plot_strategy_bars
+from guide.tables import Table
 
 style.use_style()
 

@@ -17,8 +17,8 @@ from matplotlib.ticker import LogLocator, NullFormatter, StrMethodFormatter
 
 import attnscale
 from attnscale import plot_strategy_curves
-from attnscale._docs import style
-from attnscale._docs.figures import one_legend
+from guide import style
+from guide.figures import one_legend
 
 style.use_style()
 

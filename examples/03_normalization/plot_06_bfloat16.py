@@ -22,7 +22,7 @@ import torch
 from torch.nn import functional as F
 
 import attnscale
-from attnscale._docs import figures, style
+from guide import figures, style
 
 style.use_style()
 

@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale._docs import figures, style
+from guide import figures, style
 
 style.use_style()
 

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from attnscale import SimpleAttentionModel, plot_seed_bands
-from attnscale._docs import experiments, factcheck, stored, style
-from attnscale._docs.figures import one_legend
-from attnscale._docs.tables import Table
+from guide import experiments, factcheck, stored, style
+from guide.figures import one_legend
+from guide.tables import Table
 
 style.use_style()
 

@@ -17,10 +17,10 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from attnscale import plot_seed_bands
-from attnscale._docs import events, intervals, stored, style
-from attnscale._docs.figures import one_legend
-from attnscale._docs.studies import logit_growth
-from attnscale._docs.tables import Table
+from guide import events, intervals, stored, style
+from guide.figures import one_legend
+from guide.studies import logit_growth
+from guide.tables import Table
 
 style.use_style()
 

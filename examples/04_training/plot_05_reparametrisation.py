@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 import attnscale
-from attnscale._docs import intervals, metric, stored, style
-from attnscale._docs.figures import one_legend
-from attnscale._docs.tables import Table
+from guide import intervals, metric, stored, style
+from guide.figures import one_legend
+from guide.tables import Table
 
 style.use_style()
 

@@ -46,7 +46,7 @@ import math
 
 import torch
 
-from attnscale._docs.tables import Table
+from guide.tables import Table
 
 SEED, D_MODEL, D_K, STEPS = 0, 32, 64, 50
 C = D_K**-0.25

@@ -17,7 +17,7 @@ from torch import nn
 
 import attnscale
 from attnscale import AttentionMonitor, plot_monitor_summary
-from attnscale._docs.style import colours, use_style
+from guide.style import colours, use_style
 
 use_style()
 STRATEGY_COLOURS = colours(["inverse_sqrt", "none", "inverse_d"])

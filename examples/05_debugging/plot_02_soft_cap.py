@@ -17,7 +17,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnscale import AttentionMonitor, plot_monitor_summary
-from attnscale._docs.style import use_style
+from guide.style import use_style
 
 use_style()
 

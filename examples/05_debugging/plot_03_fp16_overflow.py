@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from attnscale import AttentionMonitor, plot_monitor_summary
-from attnscale._docs.style import use_style
+from guide.style import use_style
 
 use_style()
 

@@ -18,8 +18,8 @@ from torch import nn
 from torch.nn import functional as F
 
 from attnscale import AttentionMonitor, plot_monitor_series
-from attnscale._docs.figures import one_legend
-from attnscale._docs.style import use_style
+from guide.figures import one_legend
+from guide.style import use_style
 
 use_style()
 

@@ -19,9 +19,9 @@ import torch
 import transformers
 
 from attnscale import AttentionMonitor, MonitorReport
-from attnscale._docs import zoo  # tiny-config builders, used by this site and its tests
-from attnscale._docs.style import use_style
-from attnscale._docs.tables import Table
+from guide import zoo  # tiny-config builders, used by this site and its tests
+from guide.style import use_style
+from guide.tables import Table
 
 use_style()
 

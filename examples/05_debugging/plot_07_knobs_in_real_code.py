@@ -28,7 +28,7 @@ from torch.nn import functional as F
 
 import attnscale
 from attnscale import AttentionMonitor, MonitorReport
-from attnscale._docs import zoo  # tiny-config builders, used by this site and its tests
+from guide import zoo  # tiny-config builders, used by this site and its tests
 
 start = time.perf_counter()
 print(f"torch {torch.__version__}, transformers {transformers.__version__}")

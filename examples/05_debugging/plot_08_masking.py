@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 import attnscale
 from attnscale import AttentionMonitor
-from attnscale._docs.style import use_style
+from guide.style import use_style
 
 use_style()
 torch.manual_seed(SEED)

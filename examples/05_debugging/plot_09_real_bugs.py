@@ -21,9 +21,9 @@ neither version gets any warning.
 # %%
 import collections
 
-from attnscale._docs.intervals import wilson_interval
-from attnscale._docs.real_bugs import CASES, GROUPS, SCALING_CODES, Case, outcome
-from attnscale._docs.tables import Table
+from guide.intervals import wilson_interval
+from guide.real_bugs import CASES, GROUPS, SCALING_CODES, Case, outcome
+from guide.tables import Table
 
 results = {case.name: outcome(case) for case in CASES}
 
@@ -177,7 +177,7 @@ Table(
 # %%
 import numpy as np
 
-from attnscale._docs import calibration, stored
+from guide import calibration, stored
 
 trained = stored.load("trained_lm")
 print(trained.summary())

@@ -19,9 +19,9 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from attnscale import THRESHOLDS, AttentionMonitor
-from attnscale._docs import events, intervals, stored, style
-from attnscale._docs.studies import monitor_training as study
-from attnscale._docs.tables import Table
+from guide import events, intervals, stored, style
+from guide.studies import monitor_training as study
+from guide.tables import Table
 
 style.use_style()
 

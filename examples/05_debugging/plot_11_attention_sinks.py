@@ -38,7 +38,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from attnscale._docs import figures, style
+from guide import figures, style
 
 style.use_style()
 
@@ -222,7 +222,7 @@ for name, (module, queries, keys) in designs.items():
 #   two layers, and windows cut from the middle of a text with no start token, give it no
 #   reason to learn one.
 
-from attnscale._docs import calibration
+from guide import calibration
 
 trained = calibration.model()
 with torch.no_grad(), attnscale.AttentionMonitor(trained, all_rows=True) as monitor:

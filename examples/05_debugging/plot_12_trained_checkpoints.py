@@ -22,15 +22,15 @@ caused it, and to what that head does, read from its attention weights apart fro
 The thresholds are the monitor's defaults as they stood at a commit made before either
 checkpoint was read, and none was changed after. The measurement needs 154 MB of wheels that
 this site's build does not install, so it ran once and was stored with its provenance
-(`attnscale._docs.trained_checkpoints`, whose docstring gives the commands to run it again); this
+(`guide.trained_checkpoints`, whose docstring gives the commands to run it again); this
 page reads the stored run and says whether today's monitor is the one that was measured.
 """
 
 import numpy as np
 
 from attnscale import THRESHOLDS
-from attnscale._docs import trained_checkpoints as tc
-from attnscale._docs.tables import Table
+from guide import trained_checkpoints as tc
+from guide.tables import Table
 
 parts, provenance = tc.load()
 for name, record in provenance["parts"].items():

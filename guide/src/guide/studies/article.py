@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import make_task, train
+from attnscale import make_task, train
+
 from .. import stored
 from . import TRAINING_CODE
 
@@ -91,9 +92,9 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return out
 
 
-#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: ``part/array`` -> [Tolerance][guide.stored.Tolerance] within which a fingerprint
 #: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
-#: attnscale._docs.stored spread article`` on an Intel Xeon with AVX-512, 2026-12-05, across six
+#: guide.stored spread article`` on an Intel Xeon with AVX-512, 2026-12-05, across six
 #: arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default; 2 and 3
 #: threads) and with every Adam step 1% larger (planted): the largest arithmetic moved an array
 #: by 0.0025 of the tolerance below (norms of the differences), the planted change the final

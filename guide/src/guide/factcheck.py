@@ -21,10 +21,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .. import _checks
-from .._sampling import sample_scores, variance_estimate
-from .._softmax import softmax_entropy, softmax_jacobian_norm, tempered_softmax
-from .._theory import init_projection_variance
+from attnscale import _checks
+from attnscale._sampling import sample_scores, variance_estimate
+from attnscale._softmax import softmax_entropy, softmax_jacobian_norm, tempered_softmax
+from attnscale._theory import init_projection_variance
+
 from . import experiments
 
 __all__ = ["PAGE_TITLES", "VERDICTS", "ClaimCheck", "check_claims"]
@@ -575,7 +576,7 @@ def check_claims(*, seed: int = 0) -> list[ClaimCheck]:
     It reads the stored full run of the article's experiment
     (``tests/test_factcheck.py`` runs it):
 
-    >>> from attnscale._docs.factcheck import check_claims
+    >>> from guide.factcheck import check_claims
     >>> checks = check_claims(seed=0)  # doctest: +SKIP
     >>> [c.section for c in checks][:3]  # doctest: +SKIP
     ['1.1', '1.2', '2.1']

@@ -1,7 +1,8 @@
 """Helpers that exist only to build this project's site: no stability promise.
 
-Nothing here is part of attnscale's public API; names, signatures and
-behaviour may change in any release. The guide's examples use them:
+The ``attnscale-guide`` distribution, released with attnscale at the same version; the
+``attnscale`` wheel holds the library alone. Nothing here is part of attnscale's public API;
+names, signatures and behaviour may change in any release. The guide's examples use them:
 
 - ``figures``: one plot helper per figure of the guide;
 - ``tables``: the HTML/Markdown tables of the pages;
@@ -18,3 +19,5 @@ behaviour may change in any release. The guide's examples use them:
 - ``calibration``: the monitor on a trained model, healthy heads against planted bugs;
 - ``real_bugs``: attention-scaling bugs reported in public issue threads, and look-alikes.
 """
+
+__version__ = "0.1.0"  # attnscale's (tests/test_packaging.py)

@@ -4,7 +4,7 @@ The sweeps of ``scaling_matters`` and ``strategy_grid`` pick each variant's best
 and compare the variants on the same five seeds. That selection favours the variant whose runs
 vary more from seed to seed (the minimum of noisier values is pulled further down: the winner's
 curse), and five seeds leave some verdicts undecided. Here each variant is trained again at the
-best grid point the pages' declared metric (``attnscale._docs.metric``) picks on the stored
+best grid point the pages' declared metric (``guide.metric``) picks on the stored
 sweep, with the sweep's own settings, on ten seeds the sweeps never used; the pages compare the
 variants on these. A seed fixes the data, the batch order and the initial weights, shared by
 every variant of a part, so the comparison stays paired.
@@ -116,9 +116,9 @@ def agree(full: stored.Stored, live: dict[str, dict[str, np.ndarray]]) -> list[s
     return checks
 
 
-#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] for a fingerprint rerun on
+#: ``part/array`` -> [Tolerance][guide.stored.Tolerance] for a fingerprint rerun on
 #: another arithmetic: the sweeps' own (the same models and settings). Measured with ``python -m
-#: attnscale._docs.stored spread fresh_seeds`` on an Intel Xeon with AVX-512, 2026-12-05: the
+#: guide.stored spread fresh_seeds`` on an Intel Xeon with AVX-512, 2026-12-05: the
 #: worst plain arithmetic moved 0.033 of the tolerance (a gradient-norm curve under
 #: MKL_CBWR=COMPATIBLE), the planted change (every Adam step 1% larger) 12 times it.
 TOLERANCES: stored.Tolerances = {

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ... import SCALING_STRATEGIES
+from attnscale import SCALING_STRATEGIES
+
 from .. import stored
 from . import TRAINING_CODE, _sweep
 
@@ -59,9 +60,9 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return _sweep.sweep_budget(task, {name: (name, 1.0) for name in names}, d_k, budget, device)
 
 
-#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: ``part/array`` -> [Tolerance][guide.stored.Tolerance] within which a fingerprint
 #: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
-#: attnscale._docs.stored spread strategy_grid`` on an Intel Xeon with AVX-512, 2026-12-05,
+#: guide.stored spread strategy_grid`` on an Intel Xeon with AVX-512, 2026-12-05,
 #: across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
 #: 2 and 3 threads) and with every Adam step 1% larger (planted): its curves part over the steps
 #: (relative 0.3 to 0.6 by the end), and its final losses moved by 20% under the arithmetics, as

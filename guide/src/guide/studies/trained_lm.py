@@ -134,9 +134,9 @@ def trained(full: stored.Stored, part: str = "seed0") -> torch.nn.Module:
     return model.eval()
 
 
-#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: ``part/array`` -> [Tolerance][guide.stored.Tolerance] within which a fingerprint
 #: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
-#: attnscale._docs.stored spread trained_lm`` on an Intel Xeon with AVX-512, 2026-12-05, across
+#: guide.stored spread trained_lm`` on an Intel Xeon with AVX-512, 2026-12-05, across
 #: six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default; 2 and 3
 #: threads) and with every Adam step 1% larger (planted). The attention's query-key-value bias
 #: moved most, by up to 3.5e-4 of its norm: the key part's true gradient is zero (a softmax

@@ -64,9 +64,9 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return _sweep.sweep_budget(task, variants(budget["variants"], d_k), d_k, budget, device)
 
 
-#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: ``part/array`` -> [Tolerance][guide.stored.Tolerance] within which a fingerprint
 #: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
-#: attnscale._docs.stored spread scaling_matters`` on an Intel Xeon with AVX-512, 2026-12-05,
+#: guide.stored spread scaling_matters`` on an Intel Xeon with AVX-512, 2026-12-05,
 #: across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
 #: 2 and 3 threads) and with every Adam step 1% larger (planted): the mean task's curves reach
 #: round-off level, where the last bits grow over the steps (relative differences up to 0.8 by

@@ -9,7 +9,7 @@ percentile bootstrap, used here before, covers about 84% at n = 5 and 76% at n =
 A best learning rate is known only to its grid's resolution: [best][] gives the grid point and the
 *near-best range*, the grid points whose metric the seeds do not tell apart from the best one's.
 Part of the code hash of ``fresh_seeds``, which picks its rates with [best][]: a change here needs
-``python -m attnscale._docs.stored confirm fresh_seeds``.
+``python -m guide.stored confirm fresh_seeds``.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Each takes its data and an optional ``ax`` and returns the ``Axes`` it drew on. Colours come
 from the axes' property cycle, that is from the site's style
-([use_style][attnscale._docs.style.use_style] sets it), not from code here.
+([use_style][guide.style.use_style] sets it), not from code here.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .. import _checks
-from .._figure import cycle_colour, new_axes, to_numpy
+from attnscale import _checks
+from attnscale._figure import cycle_colour, new_axes, to_numpy
 
 __all__ = [
     "one_legend",

@@ -24,7 +24,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ... import AttentionBlock
+from attnscale import AttentionBlock
+
 from .. import stored
 from . import MODEL_CODE
 
@@ -209,9 +210,9 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     }
 
 
-#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: ``part/array`` -> [Tolerance][guide.stored.Tolerance] within which a fingerprint
 #: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
-#: attnscale._docs.stored spread logit_growth`` on an Intel Xeon with AVX-512, 2026-12-05,
+#: guide.stored spread logit_growth`` on an Intel Xeon with AVX-512, 2026-12-05,
 #: across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
 #: 2 and 3 threads) and with every Adam step 1% larger (planted): the largest logit moved most
 #: (by 4.5e-5 of its norm, 0.015 of its tolerance below); the planted change moved the entropy

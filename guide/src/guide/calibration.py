@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from .._monitor import AttentionMonitor, MonitorReport
+from attnscale._monitor import AttentionMonitor, MonitorReport
+
 from . import stored
 from .studies import logit_growth, trained_lm
 

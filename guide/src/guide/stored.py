@@ -2,11 +2,11 @@ r"""Full-budget experiments, stored with their provenance and checked at every b
 
 Site-only, no stability promise. Some claims of the guide need budgets that a docs build on two
 CPU cores cannot afford (many seeds, fine learning-rate sweeps, thousands of steps). Each such
-experiment is an [Experiment][] defined in a module of ``attnscale._docs.studies``:
+experiment is an [Experiment][] defined in a module of ``guide.studies``:
 
-- ``nox -s experiments -- NAME`` (``python -m attnscale._docs.stored run NAME``) runs it at its
+- ``nox -s experiments -- NAME`` (``python -m guide.stored run NAME``) runs it at its
   full budget, one part at a time, and stores every part as it finishes in
-  ``attnscale/_docs/results/NAME/`` (compressed arrays, ``PART.npz``) with its provenance in
+  ``guide/src/guide/results/NAME/`` (compressed arrays, ``PART.npz``) with its provenance in
   ``provenance.json``: the commit, a hash of the code that produced it, torch and Python
   versions, the device and thread count, the budget (seeds included), the wall time and the
   date. A run that stops part-way resumes at the first missing part.
@@ -30,9 +30,9 @@ and Python: where these are the same, one thread gives the same bits from run to
 as values (``fingerprint.npz``). Where the code hash differs, [load][] reruns the fingerprint
 (seconds) and accepts the stored run only if today's code reproduces it: bit for bit on an
 arithmetic where it was recorded, and elsewhere within the experiment's ``tolerances``, which
-are set from the spread measured across arithmetics (``python -m attnscale._docs.stored spread
+are set from the spread measured across arithmetics (``python -m guide.stored spread
 NAME`` measures it, and shows that a planted change of behaviour lies outside). [confirm][]
-(``python -m attnscale._docs.stored confirm NAME``) records a code hash that reproduced it, so
+(``python -m guide.stored confirm NAME``) records a code hash that reproduced it, so
 that no build reruns it again; ``fingerprint NAME`` records the bits of this machine's
 arithmetic.
 """
@@ -92,7 +92,7 @@ __all__ = [
 
 #: Where the stored full runs live: package data, so that a downloaded example finds them too.
 RESULTS = Path(__file__).parent / "results"
-STUDIES = "attnscale._docs.studies"
+STUDIES = "guide.studies"
 #: What a reader runs to refresh an experiment.
 COMMAND = "nox -s experiments -- {name}"
 
@@ -148,7 +148,7 @@ class Experiment:
     Attributes
     ----------
     name : str
-        Name of the experiment (and of its module in ``attnscale._docs.studies``).
+        Name of the experiment (and of its module in ``guide.studies``).
     parts : Callable[[Budget], list[str]]
         The parts of a run at a budget; each part is run and stored on its own.
     run_part : Callable[[str, Budget, str], dict[str, np.ndarray]]
@@ -223,7 +223,7 @@ class Stored:
 
 
 def experiment(name: str) -> Experiment:
-    """The experiment ``name``, from its module in ``attnscale._docs.studies``."""
+    """The experiment ``name``, from its module in ``guide.studies``."""
     if not isinstance(name, str) or not name.isidentifier():
         raise ValueError(f"experiment name must be an identifier, got {name!r}")
     try:
@@ -237,7 +237,7 @@ def experiment(name: str) -> Experiment:
 
 
 def names() -> list[str]:
-    """Every experiment of ``attnscale._docs.studies``."""
+    """Every experiment of ``guide.studies``."""
     folder = Path(importlib.import_module(STUDIES).__file__ or "").parent
     return sorted(p.stem for p in folder.glob("*.py") if not p.stem.startswith("_"))
 
@@ -497,7 +497,7 @@ def compare(exp: Experiment, folder: Path, fp: dict[str, Any], live: Arrays) -> 
     if not path.exists():
         return "", (
             "its fingerprint was recorded on other arithmetics only, without values to compare "
-            f"within tolerances (record them with `python -m attnscale._docs.stored fingerprint "
+            f"within tolerances (record them with `python -m guide.stored fingerprint "
             f"{exp.name}` where the stored bits are reproduced)"
         )
     with np.load(path) as data:
@@ -707,7 +707,8 @@ def dirty() -> bool:
     """Uncommitted changes to the code (the results stored so far are not code)."""
     if not RESULTS.is_relative_to(ROOT):  # an installed package: no checkout to ask
         return False
-    return bool(git("status", "--porcelain", "--", "src", f":!{RESULTS.relative_to(ROOT)}"))
+    code = ("src", "guide/src", f":!{RESULTS.relative_to(ROOT)}")
+    return bool(git("status", "--porcelain", "--", *code))
 
 
 def provenance(exp: Experiment, device: str, seconds: float) -> dict[str, Any]:
@@ -874,7 +875,7 @@ def spread(name: str, *, keep: Path | None = None, log: Callable[[str], object] 
         for label, env, threads in ARITHMETICS:
             for plant in (False, True):
                 out = where / f"{name}-{len(runs)}.npz"
-                cmd = [sys.executable, "-m", "attnscale._docs.stored", "values", name]
+                cmd = [sys.executable, "-m", "guide.stored", "values", name]
                 cmd += ["--threads", str(threads), "--out", str(out), *(["--plant"] * plant)]
                 if out.exists() or subprocess.run(cmd, env={**os.environ, **env}).returncode == 0:
                     with np.load(out) as data:
@@ -925,7 +926,7 @@ def spread(name: str, *, keep: Path | None = None, log: Callable[[str], object] 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m attnscale._docs.stored",
+        prog="python -m guide.stored",
         description="Run the guide's full-budget experiments and store them with provenance.",
     )
     sub = parser.add_subparsers(dest="command", required=True)

@@ -2,7 +2,7 @@
 
 Site-only, no stability promise. A guide page and the fact-check call the same function with the
 same settings. The article's experiment is the stored full run of ``studies/article.py`` (see
-``attnscale._docs.stored``): the training page verifies it against a live rerun, and the
+``guide.stored``): the training page verifies it against a live rerun, and the
 fact-check reads the same arrays through these functions.
 """
 
@@ -15,7 +15,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from .._softmax import softmax_jacobian_norm
+from attnscale._softmax import softmax_jacobian_norm
+
 from . import stored
 from .intervals import paired_gap
 

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ... import train
+from attnscale import train
 
 __all__ = [
     "METRIC",

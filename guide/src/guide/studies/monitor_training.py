@@ -163,9 +163,9 @@ def stack(runs: list[dict[str, np.ndarray]], seeds: list[int]) -> dict[str, np.n
     }
 
 
-#: ``part/array`` -> [Tolerance][attnscale._docs.stored.Tolerance] within which a fingerprint
+#: ``part/array`` -> [Tolerance][guide.stored.Tolerance] within which a fingerprint
 #: rerun on another arithmetic must reproduce the stored values. Measured with ``python -m
-#: attnscale._docs.stored spread monitor_training`` on an Intel Xeon with AVX-512, 2026-12-05,
+#: guide.stored spread monitor_training`` on an Intel Xeon with AVX-512, 2026-12-05,
 #: across six arithmetics (default; MKL_CBWR=COMPATIBLE; ATEN_CPU_CAPABILITY=avx2 and =default;
 #: 2 and 3 threads) and with every Adam step 1% larger (planted): the largest logit per head
 #: moved by up to 1.4e-3 of its norm, the rest by up to 1.3e-4: 0.14 of the tolerances below at

@@ -3,7 +3,7 @@
 This module is private: it exists for the documentation site and the test suite
 only, and it promises no stability at all.
 
-Each [Case][attnscale._docs.real_bugs.Case] names one public issue or pull-request
+Each [Case][guide.real_bugs.Case] names one public issue or pull-request
 thread. A ``"bug"`` is a scaling bug that was reported and fixed there; a ``"trap"``
 is a deliberate design that looks like a scaling bug, questioned in the thread and
 confirmed as intended. ``build(fixed)`` returns a small module (CPU, seeded random
@@ -33,7 +33,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from .._monitor import AttentionMonitor, MonitorReport
+from attnscale._monitor import AttentionMonitor, MonitorReport
 
 __all__ = ["CASES", "GROUPS", "SCALING_CODES", "Case", "outcome", "report"]
 
@@ -65,7 +65,7 @@ class Case:
     expected_scale : float or None
         The scale a user would declare, where the intended scale is not 1/sqrt(head_dim).
     group : str
-        Which kind of bug or trap it is, a key of [GROUPS][attnscale._docs.real_bugs.GROUPS].
+        Which kind of bug or trap it is, a key of [GROUPS][guide.real_bugs.GROUPS].
     """
 
     name: str

@@ -1,6 +1,6 @@
 """The site's figure style, and one table of colours and labels for the scaling strategies.
 
-Every figure of the guide is drawn after [use_style][attnscale._docs.style.use_style], and every
+Every figure of the guide is drawn after [use_style][guide.style.use_style], and every
 figure that shows a scaling strategy takes its colour and its label from ``STRATEGIES``, so a
 strategy looks the same in every section.
 """
@@ -86,7 +86,7 @@ _MATHTEXT = {"$": "", "\\sqrt{d_k}": "√d_k", "\\tau": "τ", "\\eta": "η"}
 
 
 def text_labels(names: Iterable[str]) -> dict[str, str]:
-    """The same labels as [labels][attnscale._docs.style.labels], without mathtext."""
+    """The same labels as [labels][guide.style.labels], without mathtext."""
     out = labels(names)
     for name, label in out.items():
         for tex, text in _MATHTEXT.items():
