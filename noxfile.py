@@ -22,6 +22,8 @@ TORCH = "torch==2.13.0"
 GENERATED = ROOT / "docs" / "generated"
 FIGURE_COPIES = ROOT / "build" / "figures"  # tools/figure_copies.COPIES
 VENDOR = ROOT / "docs" / "assets" / "vendor"
+#: The two wheels the site offers (site/downloads/): the library and the guide's package.
+WHEELS = ROOT / "docs" / "downloads"
 #: Environment settings that change the bits a CPU computes (threads, BLAS and ATen code paths).
 ARITHMETIC_SETTINGS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MKL_CBWR", "ATEN_CPU_CAPABILITY")
 
@@ -145,6 +147,7 @@ def docs(session: nox.Session) -> None:
     """Build the site into site/ (strict; every example runs)."""
     _install(session, "docs")
     _vendor_assets(session)
+    _wheels(session, WHEELS)
     _invalidate_stale_examples(session)
     session.run("mkdocs", "build", "--strict", "--clean", "--site-dir", "site")
     _print_example_times()
@@ -245,8 +248,11 @@ def downloads(session: nox.Session) -> None:
     if not (ROOT / "site" / "index.html").exists():
         session.error("site/ is missing: run `nox -s docs` first")
     session.install(TORCH)
-    # Regular (non-editable) installs of the wheels: the downloads must work from them alone.
-    wheels = _wheels(session, ROOT / "build" / "download-wheels")
+    # Regular (non-editable) installs of the two wheels the site offers: the downloads must
+    # work from them alone.
+    wheels = sorted(str(w) for w in (ROOT / "site" / "downloads").glob("*.whl"))
+    if len(wheels) != 2:
+        session.error(f"the site offers {len(wheels)} wheels, not attnscale's and the guide's")
     session.install("--force-reinstall", "--no-deps", *wheels)
     session.install(
         *wheels,

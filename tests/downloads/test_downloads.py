@@ -1,7 +1,8 @@
 """What a reader downloads from the built site runs: every .py and every .ipynb.
 
-Run by ``nox -s downloads`` in a fresh environment holding the attnscale wheel (with its
-runtime dependencies) plus the notebook runner, never the source tree.
+Run by ``nox -s downloads`` in a fresh environment holding the two wheels the site offers,
+attnscale's and the guide's (with their runtime dependencies), plus the notebook runner, never
+the source tree.
 """
 
 from __future__ import annotations
@@ -77,10 +78,15 @@ def test_chinese_notebook_is_the_english_code(notebook: Path) -> None:
     assert _code_cells(notebook) == _code_cells(SITE / notebook.relative_to(ZH))
 
 
-def test_attnscale_comes_from_the_installed_wheel():
-    import attnscale
+def test_site_offers_the_two_wheels():
+    names = sorted(w.name.split("-")[0] for w in SITE.glob("downloads/*.whl"))
+    assert names == ["attnscale", "attnscale_guide"], names
 
-    assert "site-packages" in Path(attnscale.__file__).parts, attnscale.__file__
+
+@pytest.mark.parametrize("package", ["attnscale", "guide"])
+def test_package_comes_from_the_installed_wheel(package: str) -> None:
+    module = __import__(package)
+    assert "site-packages" in Path(module.__file__).parts, module.__file__
 
 
 @pytest.mark.parametrize("script", [*SCRIPTS, ZH / f"{ZH_RUN}.py"], ids=_id)
