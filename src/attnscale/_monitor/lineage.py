@@ -344,6 +344,16 @@ def _with_mask(lin: Lineage, positions: torch.Tensor | None, out: torch.Tensor) 
     return dataclasses.replace(lin, mask=masks[0] if len(masks) == 1 else masks[0] | masks[1])
 
 
+def _other_operand(
+    args: tuple[Any, ...], kwargs: dict[str, Any], base: torch.Tensor
+) -> torch.Tensor | None:
+    """The first tensor argument of a binary operation on ``base`` that is not ``base``."""
+    return next(
+        (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
+        None,
+    )
+
+
 def _row_shift(
     func: Callable[..., Any],
     args: tuple[Any, ...],
@@ -355,10 +365,7 @@ def _row_shift(
     row, broadcast over the keys) recorded as a shift; None for anything else."""
     if func not in PLUS and func not in MINUS:
         return None
-    other = next(
-        (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
-        None,
-    )
+    other = _other_operand(args, kwargs, base)
     first = arg(args, kwargs, 0, "input")
     if other is None or first is not base or base.dim() < 2 or base.shape[-1] < 2:
         return None
@@ -538,10 +545,7 @@ class Lineages:
         """Per-edge scores minus a per-node maximum gathered to the edges (torch-geometric's
         softmax): the gather's index groups the edges by query node, and the shift is kept
         so that the statistics read the scores themselves."""
-        other = next(
-            (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
-            None,
-        )
+        other = _other_operand(args, kwargs, base)
         index = self._gathered.get(other) if other is not None else None  # type: ignore[no-untyped-call]
         if func not in MINUS or index is None or other is None or other.shape != base.shape:
             return None
@@ -678,10 +682,7 @@ class Lineages:
             if a is base and _negative(b):
                 return ~cond
             return cond if b is base and _negative(a) else None
-        other = next(
-            (t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor) and t is not base),
-            None,
-        )
+        other = _other_operand(args, kwargs, base)
         if other is None or not other.is_floating_point() or not other.numel():
             return None
         return self.additive_mask(other if func in PLUS else -other)
