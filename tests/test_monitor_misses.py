@@ -570,6 +570,7 @@ def test_torch_geometric_transformer_conv_is_attention() -> None:
     assert "scale-mismatch" in _codes(_report(planted, x, ei))
 
 
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
 def test_flex_attention_rows_past_the_first_block_keep_their_offsets() -> None:
     """Every-row statistics of FlexAttention come in blocks of 64 query rows; each block's
     offsets count from its first row, so a previous-token head reads -1 in every block."""
