@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 import torch
 
-__all__ = ["HANDLERS", "PATHS", "Call", "Handler", "Path", "Reader", "handles"]
+__all__ = ["HANDLERS", "PATHS", "TRACED", "Call", "Handler", "Path", "Reader", "handles"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,21 +87,27 @@ class Path:
 
 #: torch function (or module class) -> (site kind, handler)
 HANDLERS: dict[Any, tuple[str, Handler]] = {}
+#: torch function -> (site kind, handler) for calls inside code that torch.compile traces:
+#: the call is kept (its tensors become outputs of the compiled graph) and the handler reads it
+#: once the compiled code has returned
+TRACED: dict[Any, tuple[str, Handler]] = {}
 #: path name -> what the reference page says of it
 PATHS: dict[str, Path] = {}
 
 
 def handles(
-    *targets: Any, kind: str, path: str | None = None, **facts: Any
+    *targets: Any, kind: str, path: str | None = None, traced: bool = False, **facts: Any
 ) -> Callable[[Handler], Handler]:
     """Register the decorated function as the handler of ``targets`` (torch functions, or
     module classes whose calls the global module hooks report), for sites of ``kind``;
-    ``path`` and ``facts`` (``fused``, ``gradients``, ``all_rows``, ``what``) describe it in
+    with ``traced``, of their calls inside code torch.compile traces
+    ([TRACED][attnscale._monitor.calls.TRACED]). ``path`` and ``facts`` (``fused``,
+    ``gradients``, ``all_rows``, ``what``) describe it in
     [PATHS][attnscale._monitor.calls.PATHS]."""
 
     def register(handler: Handler) -> Handler:
         for target in targets:
-            HANDLERS[target] = (kind, handler)
+            (TRACED if traced else HANDLERS)[target] = (kind, handler)
         if path is not None:
             PATHS[path] = Path(kind=kind, **facts)
         return handler

@@ -38,6 +38,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
+import functools
 import math
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -49,7 +50,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 
 from . import adapters, calls
-from .calls import HANDLERS, PATHS, Call, handles
+from . import compiled as _compiled  # noqa: F401  (its handlers fill calls.TRACED)
+from .calls import HANDLERS, PATHS, TRACED, Call, handles
 from .every_row import head_stats_of_logits
 from .hooks import REGISTRY, set_stack, stack_snapshot
 from .lineage import (
@@ -127,6 +129,9 @@ class Capture(TorchFunctionMode):
         self.places: dict[tuple[str, str], dict[tuple[tuple[str, int], ...], int]] = {}
         self.unmatched_softmax = 0
         self.compiled: collections.Counter[str] = collections.Counter()  # calls per site
+        # calls that compiled code made, kept by its traced side effect (``compiled``): the
+        # newest first, each linked to those before it
+        self.traced: tuple[Any, ...] | None = None
         self.active = False
         self.lineages = Lineages(mask_value)
         self._recent: collections.deque[Product] = collections.deque(maxlen=4)
@@ -150,6 +155,7 @@ class Capture(TorchFunctionMode):
         self.active = True
 
     def stop(self) -> None:
+        self.read_traced()
         self.active = False
         self._place_mode(False)
         REGISTRY.remove(self)
@@ -199,6 +205,7 @@ class Capture(TorchFunctionMode):
 
     def on_model_call(self, module: nn.Module, stack: list[nn.Module]) -> None:
         """A module starts: a monitored model entered from outside itself is a new call."""
+        self.read_traced()
         if self.run is None or not self.active:
             return
         roots = self._root_ids
@@ -259,8 +266,18 @@ class Capture(TorchFunctionMode):
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        compiling = torch.compiler.is_compiling()
+        if not compiling and self.traced is not None and _from_user_code():
+            self.read_traced()
         out = func(*args, **kwargs)
-        if not (self.active and self.measuring) or torch.compiler.is_compiling():
+        if compiling:
+            if self.active and self.measuring and func in TRACED:
+                # dynamo makes this store a side effect of the compiled code. A new link, not
+                # an append: dynamo would rebuild a mutated list from its items at trace time.
+                # The outputs stay in the kernel (as graph outputs, inductor's CPU kernel fails)
+                self.traced = (func, args, kwargs, self.traced)
+            return out
+        if not (self.active and self.measuring):
             return out
         if self.names and not REGISTRY.stack:
             # outside every module (the loss, the optimizer's update): no attention of the
@@ -282,6 +299,23 @@ class Capture(TorchFunctionMode):
                 kind, handle = handler
                 self._guarded(where, kind, lambda: handle(self, func, args, kwargs, out))
         return out
+
+    def read_traced(self) -> None:
+        """Read the calls compiled code kept (``compiled``) with their handlers, at the site
+        running now: the compiled code has just returned to it."""
+        if self.traced is None or torch._guards.CompileContext.try_get() is not None:
+            return  # nothing kept, or torch's own work while it compiles
+        kept, link = [], self.traced  # type: list[tuple[Any, ...]], tuple[Any, ...] | None
+        while link is not None:
+            kept.append(link[:3])
+            link = link[3]
+        self.traced = None
+        where = self.where()
+        if where is None or not self.active:
+            return
+        for func, args, kwargs in reversed(kept):
+            kind, handle = TRACED[func]
+            self._guarded(where, kind, functools.partial(handle, self, func, args, kwargs, None))
 
     @staticmethod
     @contextlib.contextmanager
@@ -714,6 +748,12 @@ class Capture(TorchFunctionMode):
 
 
 _NOT_USER_CODE = (str(Path(torch.__file__).parent), str(Path(__file__).parent))
+
+
+def _from_user_code() -> bool:
+    """Whether the torch function running now was called by the model's code, not by
+    torch's own (its compiled code's wrappers run torch functions too)."""
+    return not sys._getframe(2).f_code.co_filename.startswith(_NOT_USER_CODE)
 
 
 def _code_location() -> tuple[tuple[str, int], ...]:

@@ -638,9 +638,8 @@ def no_attention(unmatched_softmax: int) -> Finding:
             "nn.TransformerEncoderLayer nor a softmax over a q·kᵀ product ran inside the "
             "with-block for the monitored model. Check that the model ran inside the block, "
             "and that the model given to the monitor is the one that ran; or the attention "
-            "ran where the monitor cannot see: compiled code (torch.compile, FlexAttention "
-            "under torch.compile as transformers runs it), or a kernel (FlashAttention, "
-            "xformers)."
+            "ran where the monitor cannot see: compiled code (torch.compile; FlexAttention "
+            "is the one path read there), or a kernel (FlashAttention, xformers)."
         )
     return Finding(
         "no-attention",

@@ -26,6 +26,8 @@ class Listener(Protocol):
 
     def on_compiled(self, module: nn.Module) -> None: ...
 
+    def read_traced(self) -> None: ...
+
     def on_mha(
         self, module: nn.MultiheadAttention, args: Any, kwargs: Any, output: Any
     ) -> None: ...
@@ -150,6 +152,8 @@ class Registry:
         if torch.compiler.is_compiling():
             return
         kwargs, output = rest if len(rest) == 2 else ({}, None)
+        for c in self.captures:  # what compiled code kept in this module is this module's
+            c.read_traced()
         if self.stack and self.stack[-1] is module:
             self.stack.pop()
         elif module in self.stack:  # unwinding after an exception

@@ -55,8 +55,11 @@ class AttentionMonitor:
     so), and on exit torch is left as it was, in whatever order nested
     monitors exit. FlexAttention called eagerly is read: its ``scale=``
     times the slope of its ``score_mod`` (measured on a probe, so a bias or a
-    soft-cap is no scale), with its block mask; compiled, as ``transformers``
-    runs it, it is a kernel the monitor cannot see.
+    soft-cap is no scale), with its block mask; so is FlexAttention under
+    ``torch.compile`` (as ``transformers`` runs it, or the user's own
+    ``torch.compile(flex_attention)``): the compiled code keeps its q, k,
+    ``score_mod``, block mask and scale, read once it returns (path
+    ``"flex_attention:compiled"``), while its kernel runs untouched.
 
     The effective scale $c$ of $\mathrm{softmax}(c\,q\cdot k)$ is read from
     the code (the SDPA argument, or the scalar factors on the way from
@@ -115,7 +118,7 @@ class AttentionMonitor:
         Also compute per-head statistics over every query row of each call (signed max
         logit as QK-Clip and cuDNN define it, entropy, log-sum-exp, first-key weight, masked
         rows, max |q·k|), from q and k in key chunks, into ``AttentionStats.heads``. For
-        SDPA, ``nn.MultiheadAttention`` (the whole batch, with its masks), eager FlexAttention
+        SDPA, ``nn.MultiheadAttention`` (the whole batch, with its masks), FlexAttention
         (its ``score_mod`` and block mask applied, a block of rows at a time) and
         hand-written attention (from its logits and the weights it computed, with no
         exponential). A head whose max logit passes the ``max_logit``
