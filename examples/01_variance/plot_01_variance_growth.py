@@ -17,6 +17,7 @@ article's "[-100, 100]" and "[-3, 3]" ranges hold for nearly every score, but th
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 import attnscale as asc
@@ -41,12 +42,35 @@ gen = torch.Generator().manual_seed(SEED)
 # article's loop does (but vectorised). The left panel shows raw scores, the right panel the
 # same scores divided by $\sqrt{d_k}$.
 
+
+def plot_score_histograms(samples, *, ax, reference_pdf=False, xlabel="score"):
+    """Overlay density histograms of scores, one per key dimension d_k."""
+    for k, (d_k, values) in enumerate(sorted(samples.items())):
+        ax.hist(
+            values.double().numpy(),
+            bins=80,
+            density=True,
+            histtype="step",
+            linewidth=1.4,
+            color=figures.ordered_colour(k, len(samples)),  # d_k's order
+            label=f"$d_k = {d_k}$",
+        )
+    if reference_pdf:  # the law scaled scores approach
+        lo, hi = ax.get_xlim()
+        x = np.linspace(lo, hi, 400)
+        normal = np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi)
+        ax.plot(x, normal, "k--", linewidth=1, label="$\\mathcal{N}(0, 1)$")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
+    ax.legend()
+
+
 raw = {d: asc.sample_scores(d, N_SAMPLES, method="dot", generator=gen) for d in HIST_DKS}
 scaled = {d: s / math.sqrt(d) for d, s in raw.items()}
 
 fig, (ax_raw, ax_scaled) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
-figures.plot_score_histograms(raw, ax=ax_raw, xlabel="raw score $q\\cdot k$")
-figures.plot_score_histograms(
+plot_score_histograms(raw, ax=ax_raw, xlabel="raw score $q\\cdot k$")
+plot_score_histograms(
     scaled, ax=ax_scaled, reference_pdf=True, xlabel="scaled score $q\\cdot k/\\sqrt{d_k}$"
 )
 ax_raw.set_title("Raw scores widen with $d_k$")
@@ -133,10 +157,27 @@ print(
 # this sample size the band is too narrow to see on log axes that run from 1 to 4096: its
 # largest half-width, relative to the variance, is printed below the figure.
 
+
+def plot_variance_vs_dk(d_ks, measured, *, low, high, label, color, theory=None, ax=None):
+    """Log-log plot of measured variances against d_k, with their interval and theory."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
+    if theory is not None:
+        ax.plot(d_ks, theory, "--", color="0.4", linewidth=1, label="theory")
+    ax.fill_between(d_ks, low, high, color=color, alpha=0.25, linewidth=0)
+    ax.plot(d_ks, measured, "o", color=color, markersize=5, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    ax.set_xlabel("$d_k$ (key dimension)")
+    ax.set_ylabel("variance of the score")
+    ax.legend()
+    return ax
+
+
 est = [asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, generator=gen)) for d in SWEEP_DKS]
 theory = [asc.dot_product_moments(d).variance for d in SWEEP_DKS]
 
-ax = figures.plot_variance_vs_dk(
+ax = plot_variance_vs_dk(
     SWEEP_DKS,
     [e.variance for e in est],
     low=[e.low for e in est],
@@ -149,7 +190,7 @@ scaled_est = [
     asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, scale=d**-0.5, generator=gen))
     for d in SWEEP_DKS
 ]
-figures.plot_variance_vs_dk(
+plot_variance_vs_dk(
     SWEEP_DKS,
     [e.variance for e in scaled_est],
     low=[e.low for e in scaled_est],

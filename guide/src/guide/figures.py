@@ -18,7 +18,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from attnscale import _checks
-from attnscale._figure import cycle_colour, new_axes, to_numpy
+from attnscale._figure import new_axes, to_numpy
 
 __all__ = [
     "one_legend",
@@ -27,11 +27,9 @@ __all__ = [
     "plot_log_histograms",
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
-    "plot_score_histograms",
     "plot_strategy_bars",
     "plot_theory_vs_measured",
     "plot_threshold_dots",
-    "plot_variance_vs_dk",
 ]
 
 
@@ -87,115 +85,6 @@ def vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
             markevery=[1],
             label=label,
         )
-
-
-def plot_score_histograms(
-    samples: Mapping[int, torch.Tensor | np.ndarray],
-    *,
-    ax: Axes | None = None,
-    bins: int = 80,
-    reference_pdf: bool = False,
-    xlabel: str = "score",
-) -> Axes:
-    """Overlay density histograms of scores, one per key dimension $d_k$.
-
-    Parameters
-    ----------
-    samples : Mapping[int, Tensor or ndarray]
-        Scores keyed by $d_k$.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-    bins : int
-        Number of histogram bins per sample.
-    reference_pdf : bool
-        Also draw the standard normal density, the law scaled scores approach.
-    xlabel : str
-        Label of the x axis.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    if not samples:
-        raise ValueError("samples must contain at least one d_k")
-    bins = _checks.positive_int(bins, "bins")
-    ax = new_axes(ax)
-    for k, (d_k, values) in enumerate(sorted(samples.items())):
-        ax.hist(
-            to_numpy(values),
-            bins=bins,
-            density=True,
-            histtype="step",
-            linewidth=1.4,
-            color=ordered_colour(k, len(samples)),
-            label=f"$d_k = {d_k}$",
-        )
-    if reference_pdf:
-        lo, hi = ax.get_xlim()
-        x = np.linspace(lo, hi, 400)
-        ax.plot(
-            x,
-            np.exp(-(x**2) / 2) / np.sqrt(2 * np.pi),
-            "k--",
-            linewidth=1,
-            label="$\\mathcal{N}(0, 1)$",
-        )
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("density")
-    ax.legend()
-    return ax
-
-
-def plot_variance_vs_dk(
-    d_ks: Sequence[int],
-    measured: Sequence[float],
-    *,
-    low: Sequence[float] | None = None,
-    high: Sequence[float] | None = None,
-    theory: Sequence[float] | None = None,
-    label: str = "measured",
-    color: str | None = None,
-    ax: Axes | None = None,
-) -> Axes:
-    """Log-log plot of a measured variance against $d_k$, with an error band and theory.
-
-    Parameters
-    ----------
-    d_ks : Sequence[int]
-        Key dimensions (x axis).
-    measured : Sequence[float]
-        Measured variances.
-    low, high : Sequence[float], optional
-        Lower and upper edges of the sampling-error band.
-    theory : Sequence[float], optional
-        Closed-form variances, drawn as a dashed line.
-    label : str
-        Legend label of the measured points.
-    color : str, optional
-        Their colour (a strategy's, site-wide); the next of the cycle without.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    x, y = to_numpy(d_ks), to_numpy(measured)
-    if x.shape != y.shape or x.ndim != 1:
-        raise ValueError("d_ks and measured must be 1-D sequences of equal length")
-    ax = new_axes(ax)
-    colour = color or cycle_colour(len(ax.lines))
-    if theory is not None:
-        ax.plot(x, to_numpy(theory), "--", color="0.4", linewidth=1, label="theory")
-    if low is not None and high is not None:
-        ax.fill_between(x, to_numpy(low), to_numpy(high), color=colour, alpha=0.25, linewidth=0)
-    ax.plot(x, y, "o", color=colour, markersize=5, label=label)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
-    ax.set_xlabel("$d_k$ (key dimension)")
-    ax.set_ylabel("variance of the score")
-    ax.legend()
-    return ax
 
 
 def plot_theory_vs_measured(
