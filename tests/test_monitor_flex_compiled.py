@@ -54,7 +54,7 @@ def test_a_users_compiled_flex_attention_is_read(
     compiled = torch.compile(flex.flex_attention)
     q, k, v = _qkv()
     expected = compiled(q, k, v, **kwargs)
-    with AttentionMonitor() as monitor:
+    with AttentionMonitor(all_rows=True) as monitor:
         out = compiled(q, k, v, **kwargs)
     report = monitor.report()
     assert torch.equal(out, expected)  # the kernel runs as without the monitor
@@ -62,6 +62,11 @@ def test_a_users_compiled_flex_attention_is_read(
     (s,) = record.series
     assert (record.kind, s.path) == ("flex_attention", "flex_attention:compiled")
     assert s.scale_ratio == pytest.approx(ratio, rel=1e-5)
+    # every row's max logit per head, as QK-Clip reads it, against the scores in full
+    scale = kwargs.get("scale", HEAD_DIM**-0.5)
+    max_logit = (q @ k.transpose(-2, -1) * scale).amax(dim=(0, 2, 3))  # (heads,)
+    assert s.heads is not None
+    assert s.heads["max_logit"] == pytest.approx(max_logit.tolist(), rel=1e-4)
     assert codes <= report.codes("warning") | report.codes("error"), str(report)
     if not codes:
         assert not report.codes("error"), str(report)
