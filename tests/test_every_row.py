@@ -424,9 +424,11 @@ def test_all_rows_on_multihead_attention_match_brute_force(case: str) -> None:
     p = torch.softmax(s, -1)
     torch.testing.assert_close(p, weights, atol=1e-5, rtol=1e-4)  # the rebuilt logits are right
     live = torch.isfinite(s)
-    max_logit = s.masked_fill(~live, -math.inf).amax((0, 2, 3))
+    padding = kwargs.get("key_padding_mask", torch.zeros(b, n, dtype=torch.bool))
+    real = ~padding[:, None, :, None]  # padding queries are left out of the statistics
+    max_logit = s.masked_fill(~(live & real), -math.inf).amax((0, 2, 3))
     ent = -(p * p.clamp_min(1e-30).log()).sum(-1) / live.sum(-1).clamp_min(2).log()  # (b, h, n)
-    rows = live.sum(-1) >= 2
+    rows = (live.sum(-1) >= 2) & real[..., 0]
     entropy = (ent * rows).sum((0, 2)) / rows.sum((0, 2))
     assert heads["max_logit"] == pytest.approx(max_logit.tolist(), rel=1e-5)
     assert heads["entropy"] == pytest.approx(entropy.tolist(), rel=1e-4, abs=1e-6)

@@ -250,12 +250,13 @@ def _mha_reference(
     ]
     p = torch.softmax(logits.masked_fill(~valid, -math.inf), dim=-1)
     ent = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+    real = ~pad[:, None, :].expand_as(ent)  # padding queries: left out of the entropy
     return {
         "logit_mean": float(v.mean()),
         "logit_std": float(centred.pow(2).mean().sqrt()),
         "max_abs_logit": float(v.abs().max()),
-        "entropy": float(ent.mean()),
-        "max_probability": float(p.max(-1).values.mean()),
+        "entropy": float(ent[real].mean()),
+        "max_probability": float(p.max(-1).values[real].mean()),
     }
 
 

@@ -612,6 +612,7 @@ class Capture(TorchFunctionMode):
             saturation=self.saturation,
             outputs=call.outputs,
             rows=self.row_index(call.shape[-2]) if len(call.shape) >= 2 else None,
+            queries=call.shape[-2] if len(call.shape) >= 2 else None,
         )
         s = AttentionStats(
             step=0,

@@ -66,7 +66,7 @@ class HeadStats:
     entropy: torch.Tensor
     lse: torch.Tensor
     first_key_weight: torch.Tensor
-    rows: torch.Tensor  # query rows with at least one unmasked key
+    rows: torch.Tensor  # query rows with at least one unmasked key (padding queries left out)
     entropy_rows: torch.Tensor  # ... with at least two: the entropy's weight
     masked: torch.Tensor  # query rows with none
     sink_key: torch.Tensor  # the key most rows put their largest weight on
@@ -233,8 +233,8 @@ def head_stats(
         q.reshape(-1, kv_heads, group, length, d)
         .transpose(2, 3)
         .reshape(-1, kv_heads, length * group, d)
+        .to(work)
     )
-    qg = qg.to(work)
     kt = k.reshape(-1, kv_heads, keys, d).to(work).transpose(-2, -1)
     if chunk is None:
         chunk = _default_chunk(keys, qg.shape[0] * kv_heads * length * group)
@@ -243,9 +243,9 @@ def head_stats(
     found = _qk_whole_rows(qg, kt, c, masks, skip, chunk)
     state, raw = found if found is not None else _qk_by_key_chunks(qg, kt, c, masks, skip, chunk)
     if skip:  # the visible products only: the row's extreme logits, unscaled
-        some = state.n >= 1
         size = torch.maximum(state.m.abs(), state.low.abs()) / abs(c) if c else math.nan
-        raw = torch.where(some, size, 0.0)
+        raw = torch.where(state.n >= 1, size, 0.0)
+    state.drop(masks.padding())
     at_key = _sink_logits_of_qk(qg, kt, c, masks)
     return state.per_head(_per_head(raw[None], group, "max")[0], group, at_key, keys)
 
@@ -361,17 +361,18 @@ def head_stats_of_logits(
     if chunk is None:
         chunk = _default_chunk(keys, x.shape[0] * heads * length)
     collapsed = None if masked is None else _collapsed(masked)
+    keep = None if collapsed is None else ~collapsed
+    masks = _Masks(keep, False, batch, heads, heads, length, x.device, work)
     state = None
     if probs is not None and probs.shape == logits.shape:
         if collapsed is not None and collapsed.dim() > x.dim():  # batch axes flattened as x's
             collapsed = _collapsed(collapsed.broadcast_to(logits.shape).reshape(x.shape))
         state = _from_probabilities(x, probs.detach().reshape(x.shape), collapsed, work, chunk)
     if state is None:
-        keep = None if collapsed is None else ~collapsed
-        masks = _Masks(keep, False, batch, heads, heads, length, x.device, work)
         state = _whole_rows(x, masks, work, chunk)
         if state is None:  # non-finite logits that no mask explains: the general path
             state = _by_key_chunks(x, masks, work, chunk)
+    state.drop(masks.padding())
     if raw is None:
         size = torch.full((heads,), math.nan, dtype=torch.float64)
     else:
@@ -580,6 +581,17 @@ class _Masks:
             return None, width
         return bias, (bias > -math.inf).sum(-1)
 
+    def padding(self) -> torch.Tensor | None:
+        """(B or 1, kv_heads or 1, L · group): the rows of padding queries, those whose own
+        key the mask masks in every row (``structure.padding_queries``); None if none."""
+        if self.mask is None:
+            return None
+        own = self._additive(self.mask) == -math.inf
+        pad = structure.padding_queries(own, self.length)
+        if pad is None or not bool(pad.any()):
+            return None
+        return self._rows(pad.to(self.dtype).unsqueeze(-1)).squeeze(-1) > 0
+
     def _additive(self, m: torch.Tensor) -> torch.Tensor:
         """A slice of the mask as a bias: -inf where masked, else 0 (boolean) or its value."""
         if m.dtype == torch.bool:
@@ -679,6 +691,12 @@ class _Rows:
         self.t[..., rows] = t_new + e.mul_(xc).sum(-1)
         self.m[..., rows] = m_new
 
+    def drop(self, rows: torch.Tensor | None) -> None:
+        """Leave the rows ``rows`` (boolean, broadcast to the state's) out of every statistic,
+        as rows that do not exist: a count of -1 keys, neither a row nor a masked one."""
+        if rows is not None:
+            self.n = torch.where(rows, -1.0, self.n)
+
     def _top_two(self, x: torch.Tensor, rows: slice, start: int) -> torch.Tensor:
         """Fold the chunk's largest and second largest keys into the rows' (the earlier key on
         a tie), before ``m`` is updated; return the chunk's row maxima."""
@@ -711,7 +729,7 @@ class _Rows:
         inf = math.inf
         # one reduction per kind, over the statistics stacked on a leading axis
         ent_sum, lse_sum, first_sum, n_live, n_some, n_masked = _per_head(
-            torch.stack([ent, torch.where(some, lse, 0.0), p_first, live, some, ~some]),
+            torch.stack([ent, torch.where(some, lse, 0.0), p_first, live, some, self.n == 0]),
             group,
             "sum",
         )

@@ -22,6 +22,7 @@ def logit_stats(
     saturation: float,
     outputs: torch.Tensor | None = None,
     rows: torch.Tensor | None = None,
+    queries: int | None = None,
 ) -> dict[str, Any]:
     """Statistics of attention logits of shape (..., rows, k_len).
 
@@ -42,9 +43,9 @@ def logit_stats(
         attention weights, or the attention output where the weights never
         exist (SDPA). Rows with a non-finite value in it are counted; without
         it, the softmax of ``logits`` stands in.
-    rows : torch.Tensor, optional
-        The original query index of each sampled row, to report where a fully
-        masked row is.
+    rows, queries : torch.Tensor, int, optional
+        Each sampled row's query index (where a fully masked row is), and the query count:
+        the entropy and saturation leave padding queries out (``_real_rows``).
     """
     x = logits.detach().float()
     finite, masked, sinks, invalid = _classify(x, mask, sink, mask_value)
@@ -54,7 +55,7 @@ def logit_stats(
     # centred on the row maximum: the valid logits minus it (<= 0), the others -inf
     centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
     out = _spread(centred, top, invalid, count) | _probabilities(
-        centred, count, saturation, invalid, rows
+        centred, _real_rows(count, masked, queries, rows), saturation, invalid, rows
     )
     empty, bad_out = _bad_rows(x, finite, masked, count, outputs)
     counts = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out)
@@ -72,6 +73,18 @@ def logit_stats(
         "sampled_rows": int(count.numel()),
         "keys": int(x.shape[-1]) if x.dim() else None,
     }
+
+
+def _real_rows(
+    count: torch.Tensor, masked: torch.Tensor, queries: int | None, rows: torch.Tensor | None
+) -> torch.Tensor:
+    """The valid keys per row, 0 in the rows of padding queries (``structure``): a padding
+    token still attends over the real keys, and its rows would skew the per-head entropy and
+    saturation. Only in self-attention, where ``queries``, the query count, is the key count."""
+    if queries is None or count.dim() == 0 or (rows is not None and len(rows) != count.shape[-1]):
+        return count  # no rows of queries to tell
+    pad = structure.padding_queries(masked, queries, rows)
+    return count if pad is None else count.masked_fill(pad, 0)
 
 
 def _bad_rows(

@@ -28,6 +28,7 @@ __all__ = [
     "REST_FLOOR",
     "first_index",
     "head_structure",
+    "padding_queries",
     "rest_entropy",
     "second_largest",
     "sink_keys",
@@ -80,6 +81,22 @@ def first_index(x: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
     scored = torch.add(countdown, torch.sub(x, value), alpha=_APART)
     found = k - scored.amax(-1, keepdim=True).nan_to_num_(k, k, k)  # NaN, ±inf rows: index 0
     return found.clamp_(0, k - 1).long()
+
+
+def padding_queries(
+    masked: torch.Tensor, queries: int, rows: torch.Tensor | None = None
+) -> torch.Tensor | None:
+    """Which query rows are padding tokens, from ``masked`` (..., rows or 1, keys), True
+    where a key is masked: in self-attention (as many keys as ``queries``, the query count)
+    query i is padding where key i, its own token, is masked in every row, as a key padding
+    mask masks it. A padding query still attends over the real keys, but its row says
+    nothing about the model: the per-head statistics leave it out. ``rows``: the query
+    position of each row of ``masked`` (all of them by default). Shaped (..., rows); None
+    where the keys are not the queries (cross-attention, or keys appended to them)."""
+    if masked.shape[-1] != queries:
+        return None
+    own = masked.all(-2)  # (..., keys): keys no query sees
+    return own if rows is None else own[..., rows.to(own.device)]
 
 
 def sink_keys(top: torch.Tensor, live: torch.Tensor, keys: int) -> torch.Tensor:
