@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 import attnscale as asc
-from guide import figures
 from guide.style import use_style
 
 use_style()
@@ -37,6 +36,21 @@ gen = torch.Generator().manual_seed(SEED)
 #
 # Each case changes one assumption. The tick is the closed form for the variance of
 # $q \cdot k / \sqrt{d_k}$; the dot is the Monte Carlo estimate with its 95% interval.
+
+
+def plot_theory_vs_measured(labels, theory, measured, *, err, quantity):
+    """Horizontal dot plot comparing a closed form with measurements, case by case."""
+    _, ax = plt.subplots(figsize=(6.4, 0.45 * len(labels) + 1.2), layout="constrained")
+    y = list(range(len(labels)))[::-1]  # the first case on top
+    ax.plot(theory, y, "|", color="0.2", markersize=16, markeredgewidth=2, label="theory")
+    ax.errorbar(
+        measured, y, xerr=err, fmt="o", color="black", markersize=5, capsize=3, label="measured"
+    )
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(quantity)
+    ax.legend(loc="lower right")
+    return ax
+
 
 CASES = {
     "textbook: N(0, 1)": {},
@@ -57,7 +71,7 @@ for label, params in CASES.items():
     s = asc.sample_scores(D_K, N_SAMPLES, scale=D_K**-0.5, generator=gen, **params)
     rows.append((label, theory, s.mean().item(), asc.variance_estimate(s)))
 
-ax = figures.plot_theory_vs_measured(
+ax = plot_theory_vs_measured(
     [r[0] for r in rows],
     [r[1].variance for r in rows],
     [r[3].variance for r in rows],

@@ -28,7 +28,6 @@ __all__ = [
     "plot_saturation_vs_sigma",
     "plot_scaled_vs_unscaled",
     "plot_strategy_bars",
-    "plot_theory_vs_measured",
     "plot_threshold_dots",
 ]
 
@@ -85,56 +84,6 @@ def vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
             markevery=[1],
             label=label,
         )
-
-
-def plot_theory_vs_measured(
-    labels: Sequence[str],
-    theory: Sequence[float],
-    measured: Sequence[float],
-    *,
-    err: Sequence[float] | None = None,
-    ax: Axes | None = None,
-    quantity: str = "variance",
-) -> Axes:
-    """Horizontal dot plot comparing a closed form with measurements, case by case.
-
-    Parameters
-    ----------
-    labels : Sequence[str]
-        One name per case (y axis).
-    theory, measured : Sequence[float]
-        Predicted and measured values.
-    err : Sequence[float], optional
-        Half-widths of error bars on the measurements.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-    quantity : str
-        Name of the quantity, for the x label.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    t, m = to_numpy(theory), to_numpy(measured)
-    if not (len(labels) == t.size == m.size):
-        raise ValueError("labels, theory and measured must have the same length")
-    ax = new_axes(ax, (6.4, 0.45 * len(labels) + 1.2))
-    y = np.arange(len(labels))[::-1]
-    ax.plot(t, y, "|", color="0.2", markersize=16, markeredgewidth=2, label="theory")
-    ax.errorbar(
-        m,
-        y,
-        xerr=None if err is None else to_numpy(err),
-        fmt="o",
-        color=GREYS[0],
-        markersize=5,
-        capsize=3,
-        label="measured",
-    )
-    ax.set_yticks(y, labels)
-    ax.set_xlabel(quantity)
-    ax.legend(loc="lower right")
-    return ax
 
 
 def plot_scaled_vs_unscaled(
