@@ -19,7 +19,7 @@ import torch
 
 import attnscale
 from attnscale import plot_probability_rows
-from guide.figures import plot_entropy_vs_temperature
+from guide.figures import GREYS, vmarks
 from guide.style import use_style
 
 use_style()
@@ -81,6 +81,20 @@ print(f"max |softmax(s / sqrt(d_k)) - tempered_softmax(s, sqrt(d_k))| = {gap:.1e
 #
 # The entropy of this row, and the mean over many independent rows, for every $T$ on a log
 # grid. Dashed lines mark $T = 1$ (unscaled attention) and $T = \sqrt{d_k}$ (scaled).
+
+
+def plot_entropy_vs_temperature(temperatures, entropies, *, log_n, marks, ax):
+    """Entropy of softmax(z / T) against the temperature T, on a log axis."""
+    for k, (label, h) in enumerate(entropies.items()):
+        # statistics of one quantity: greys, never a strategy's colour
+        ax.plot(temperatures, h.double().numpy(), color=GREYS[k % 2], linewidth=1.8, label=label)
+    ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
+    vmarks(ax, marks)
+    ax.set_xscale("log")
+    ax.set_xlabel("temperature $T$")
+    ax.set_ylabel("entropy $H$ (nats)")
+    ax.legend()
+
 
 many_q = torch.randn(ROWS, 1, D_K, generator=gen)  # (rows, 1, d_k)
 many_k = torch.randn(ROWS, N, D_K, generator=gen)  # (rows, n, d_k)

@@ -22,7 +22,6 @@ from attnscale._figure import new_axes, to_numpy
 
 __all__ = [
     "one_legend",
-    "plot_entropy_vs_temperature",
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
     "plot_saturation_vs_sigma",
@@ -250,52 +249,6 @@ def plot_log_histograms(
         )
     ax.set_xlabel(xlabel)
     ax.set_ylabel("fraction of rows per bin")
-    ax.legend()
-    return ax
-
-
-def plot_entropy_vs_temperature(
-    temperatures: Sequence[float],
-    entropies: Mapping[str, Sequence[float] | torch.Tensor | np.ndarray],
-    *,
-    log_n: float | None = None,
-    marks: Mapping[str, float] | None = None,
-    ax: Axes | None = None,
-) -> Axes:
-    """Entropy of $\\mathrm{softmax}(z / T)$ against the temperature $T$ (log scale).
-
-    Parameters
-    ----------
-    temperatures : Sequence[float]
-        Positive temperatures (x axis).
-    entropies : Mapping[str, sequence]
-        Entropy curves in nats keyed by legend label.
-    log_n : float, optional
-        Draw the ceiling $\\log n$ (uniform softmax) as a dotted line.
-    marks : Mapping[str, float], optional
-        Temperatures to mark with labelled vertical lines.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    t = to_numpy(temperatures)
-    if t.ndim != 1 or not np.all(t > 0):
-        raise ValueError("temperatures must be a 1-D sequence of positive numbers")
-    ax = new_axes(ax)
-    for k, (label, h) in enumerate(entropies.items()):
-        y = to_numpy(h)
-        if y.shape != t.shape:
-            raise ValueError(f"entropies[{label!r}] must have the temperatures' length {t.size}")
-        ax.plot(t, y, color=GREYS[k % 2], linewidth=1.8, label=label)  # statistics: greys
-    if log_n is not None:
-        ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
-    vmarks(ax, marks)
-    ax.set_xscale("log")
-    ax.set_xlabel("temperature $T$")
-    ax.set_ylabel("entropy $H$ (nats)")
     ax.legend()
     return ax
 
