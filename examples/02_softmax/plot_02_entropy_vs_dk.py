@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 import torch
 
 import attnscale
-from guide.figures import ordered_colour, plot_scaled_vs_unscaled
+from guide.figures import ordered_colour
 from guide.style import use_style
 
 use_style()
@@ -85,6 +85,33 @@ print(
 # Filled circles are unscaled scores $q \cdot k$; open squares are scaled scores
 # $q \cdot k / \sqrt{d_k}$; thin dashed lines are the large-$n$ approximation explained below.
 
+
+def plot_scaled_vs_unscaled(
+    d_ks, unscaled, scaled, *, label, ylabel, colour, ax, theory=None, theory_d_ks=None
+):
+    """One row statistic against d_k: unscaled (filled) and scaled (open) in one colour,
+    with the closed forms dashed."""
+    ax.plot(
+        d_ks, unscaled, "o-", color=colour, markersize=4, linewidth=1.4, label=f"{label}, unscaled"
+    )
+    ax.plot(
+        d_ks,
+        scaled,
+        "s:",
+        color=colour,
+        markersize=4,
+        markerfacecolor="white",
+        linewidth=1.4,
+        label=f"{label}, scaled $1/\\sqrt{{d_k}}$",
+    )
+    for curve in theory or ():
+        ax.plot(theory_d_ks, curve, "--", color=colour, linewidth=0.9, alpha=0.7)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("$d_k$ (key dimension)")
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="x-small")
+
+
 fine_d_ks = [2 ** (j / 16) for j in range(32, 193)]  # 4 ... 4096, for smooth theory curves
 
 
@@ -110,8 +137,7 @@ for k, n in enumerate(N_VALUES):
         D_KS,
         [h for h, _ in unscaled],
         [h for h, _ in scaled],
-        theory_unscaled=theory[n, "unscaled"],
-        theory_scaled=theory[n, "scaled"],
+        theory=(theory[n, "unscaled"], theory[n, "scaled"]),
         theory_d_ks=fine_d_ks,
         label=f"n = {n}",
         ylabel="mean $H / \\log n$",

@@ -25,7 +25,6 @@ __all__ = [
     "plot_jacobian_norm_vs_sigma",
     "plot_log_histograms",
     "plot_saturation_vs_sigma",
-    "plot_scaled_vs_unscaled",
     "plot_strategy_bars",
     "plot_threshold_dots",
 ]
@@ -83,76 +82,6 @@ def vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
             markevery=[1],
             label=label,
         )
-
-
-def plot_scaled_vs_unscaled(
-    d_ks: Sequence[int],
-    unscaled: Sequence[float],
-    scaled: Sequence[float],
-    *,
-    theory_unscaled: Sequence[float] | None = None,
-    theory_scaled: Sequence[float] | None = None,
-    theory_d_ks: Sequence[float] | None = None,
-    label: str = "",
-    ylabel: str = "value",
-    colour: str = "C0",
-    ax: Axes | None = None,
-) -> Axes:
-    """One row statistic against $d_k$, unscaled (filled) and scaled (open) scores in one colour.
-
-    Call it once per sequence length on the same Axes, with a different ``colour``.
-
-    Parameters
-    ----------
-    d_ks : Sequence[int]
-        Key dimensions (x axis, log scale).
-    unscaled, scaled : Sequence[float]
-        Measured statistic for $q \\cdot k$ and $q \\cdot k / \\sqrt{d_k}$.
-    theory_unscaled, theory_scaled : Sequence[float], optional
-        Approximations drawn as thin dashed lines.
-    theory_d_ks : Sequence[float], optional
-        x values of the theory curves, if not ``d_ks`` (e.g. a finer grid).
-    label : str
-        Legend prefix, e.g. ``"n = 128"``.
-    ylabel : str
-        Label of the y axis.
-    colour : str
-        Colour of this group of lines.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    x, u, s = to_numpy(d_ks), to_numpy(unscaled), to_numpy(scaled)
-    if not (x.ndim == 1 and x.shape == u.shape == s.shape):
-        raise ValueError("d_ks, unscaled and scaled must be 1-D sequences of equal length")
-    ax = new_axes(ax)
-    prefix = f"{label}, " if label else ""
-    ax.plot(x, u, "o-", color=colour, markersize=4, linewidth=1.4, label=f"{prefix}unscaled")
-    ax.plot(
-        x,
-        s,
-        "s:",
-        color=colour,
-        markersize=4,
-        markerfacecolor="white",
-        linewidth=1.4,
-        label=f"{prefix}scaled $1/\\sqrt{{d_k}}$",
-    )
-    tx = x if theory_d_ks is None else to_numpy(theory_d_ks)
-    for theory in (theory_unscaled, theory_scaled):
-        if theory is not None:
-            ty = to_numpy(theory)
-            if ty.shape != tx.shape:
-                raise ValueError("theory curves must match theory_d_ks (or d_ks) in length")
-            ax.plot(tx, ty, "--", color=colour, linewidth=0.9, alpha=0.7)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("$d_k$ (key dimension)")
-    ax.set_ylabel(ylabel)
-    ax.legend(fontsize="x-small")
-    return ax
 
 
 def plot_jacobian_norm_vs_sigma(
