@@ -18,15 +18,12 @@ hidden behind its mean, and where scaled and unscaled attention sit on it.
 import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 import attnscale
 from guide import experiments
-from guide.figures import (
-    plot_jacobian_norm_vs_sigma,
-    plot_log_histograms,
-    plot_saturation_vs_sigma,
-)
+from guide.figures import GREYS, ordered_colour, vmarks
 from guide.style import use_style
 
 use_style()
@@ -87,6 +84,34 @@ for label, value in marks.items():
 # %%
 # ## The figure: rise, peak, collapse
 
+
+def plot_jacobian_norm_vs_sigma(sigmas, norms, *, marks, ax):
+    """Mean, median and 10-90% band of per-row Jacobian norms against the logit scale."""
+    v = norms.double().numpy()  # (sigmas, rows)
+    lo, med, hi = np.quantile(v, [0.1, 0.5, 0.9], axis=1)
+    # statistics of one quantity: greys, never a strategy's colour
+    ax.fill_between(sigmas, lo, hi, color=GREYS[2], alpha=0.35, linewidth=0, label="10-90% of rows")
+    ax.plot(sigmas, v.mean(axis=1), "-", color=GREYS[0], linewidth=1.8, label="mean")
+    ax.plot(sigmas, med, "--", color=GREYS[1], linewidth=1.6, label="median")
+    vmarks(ax, marks)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
+    ax.set_ylabel("$\\|J\\|_F$, softmax Jacobian norm")
+    ax.legend()
+
+
+def plot_saturation_vs_sigma(sigmas, fractions, *, ax):
+    """Fraction of saturated softmax rows against the logit scale, one curve per threshold."""
+    for k, (label, f) in enumerate(fractions.items()):
+        colour = ordered_colour(k, len(fractions))  # thresholds in order
+        ax.plot(sigmas, f, "o-", color=colour, markersize=3, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
+    ax.set_ylabel("fraction of saturated rows")
+    ax.legend()
+
+
 fig, (ax_j, ax_s) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 plot_jacobian_norm_vs_sigma(SIGMAS, torch.stack([norms[s] for s in SIGMAS]), marks=marks, ax=ax_j)
 ax_j.set_title(f"Jacobian norm, $n = {N}$")
@@ -109,6 +134,27 @@ fig.suptitle("Softmax Jacobian norm and saturation against the logit scale $\\si
 # ## The mean hides a split
 #
 # Per-row norms on a log scale. Rows below $10^{-10}$ are piled into the first bin.
+
+
+def plot_log_histograms(samples, *, floor, ax, xlabel):
+    """Overlay histograms of log10 of values; values below ``floor`` pile up there."""
+    arrays = {label: v.double().numpy().ravel() for label, v in samples.items()}
+    top = max(float(np.max(a)) for a in arrays.values())
+    edges = np.linspace(np.log10(floor), np.log10(max(top, floor * 10)) + 1e-9, 41)
+    for k, (label, a) in enumerate(arrays.items()):
+        ax.hist(
+            np.log10(np.clip(a, floor, None)),
+            bins=edges.tolist(),
+            weights=np.full(a.size, 1.0 / a.size),  # a fraction of the rows
+            histtype="step",
+            linewidth=1.5,
+            color=ordered_colour(k, len(arrays)),
+            label=label,
+        )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("fraction of rows per bin")
+    ax.legend()
+
 
 fig, ax = plt.subplots(figsize=(6.4, 3.4), layout="constrained")
 plot_log_histograms(

@@ -17,14 +17,10 @@ from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from attnscale import _checks
 from attnscale._figure import new_axes, to_numpy
 
 __all__ = [
     "one_legend",
-    "plot_jacobian_norm_vs_sigma",
-    "plot_log_histograms",
-    "plot_saturation_vs_sigma",
     "plot_strategy_bars",
     "plot_threshold_dots",
 ]
@@ -82,146 +78,6 @@ def vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
             markevery=[1],
             label=label,
         )
-
-
-def plot_jacobian_norm_vs_sigma(
-    sigmas: Sequence[float],
-    norms: torch.Tensor | np.ndarray,
-    *,
-    marks: Mapping[str, float] | None = None,
-    ax: Axes | None = None,
-    ylabel: str = "$\\|J\\|_F$, softmax Jacobian norm",
-) -> Axes:
-    """Mean, median and 10-90% band of per-row Jacobian norms against the logit scale $\\sigma$.
-
-    Parameters
-    ----------
-    sigmas : Sequence[float]
-        Logit standard deviations (x axis, log scale).
-    norms : Tensor or ndarray
-        Shape ``(len(sigmas), rows)``: one norm per row at each $\\sigma$.
-    marks : Mapping[str, float], optional
-        Logit scales to mark with labelled vertical lines.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-    ylabel : str
-        Label of the y axis.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    x, v = to_numpy(sigmas), to_numpy(norms)
-    if x.ndim != 1 or v.ndim != 2 or v.shape[0] != x.size or v.shape[1] == 0:
-        raise ValueError("norms must have shape (len(sigmas), rows) with at least one row")
-    ax = new_axes(ax)
-    lo, med, hi = np.quantile(v, [0.1, 0.5, 0.9], axis=1)
-    ax.fill_between(x, lo, hi, color=GREYS[2], alpha=0.35, linewidth=0, label="10-90% of rows")
-    ax.plot(x, v.mean(axis=1), "-", color=GREYS[0], linewidth=1.8, label="mean")
-    ax.plot(x, med, "--", color=GREYS[1], linewidth=1.6, label="median")
-    vmarks(ax, marks)
-    ax.set_xscale("log", base=2)
-    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
-    ax.set_ylabel(ylabel)
-    ax.legend()
-    return ax
-
-
-def plot_log_histograms(
-    samples: Mapping[str, torch.Tensor | np.ndarray],
-    *,
-    floor: float = 1e-10,
-    bins: int = 40,
-    ax: Axes | None = None,
-    xlabel: str = "$\\log_{10}$ of the value",
-) -> Axes:
-    """Overlay histograms of $\\log_{10}$ of values; values below ``floor`` pile up there.
-
-    Shows distributions spanning many decades, such as per-row Jacobian norms
-    that split into saturated (tiny) and unsaturated rows.
-
-    Parameters
-    ----------
-    samples : Mapping[str, Tensor or ndarray]
-        Non-negative values keyed by legend label.
-    floor : float
-        Values below it (including 0) are counted in the first bin.
-    bins : int
-        Number of bins.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-    xlabel : str
-        Label of the x axis.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    if not samples:
-        raise ValueError("samples must contain at least one entry")
-    floor = _checks.positive_float(floor, "floor")
-    bins = _checks.positive_int(bins, "bins")
-    ax = new_axes(ax)
-    arrays = {label: to_numpy(v).ravel() for label, v in samples.items()}
-    top = max(float(np.max(a)) for a in arrays.values() if a.size)
-    edges = np.linspace(np.log10(floor), np.log10(max(top, floor * 10)) + 1e-9, bins + 1)
-    for k, (label, a) in enumerate(arrays.items()):
-        logs = np.log10(np.clip(a, floor, None))
-        ax.hist(
-            logs,
-            bins=edges.tolist(),
-            weights=np.full(a.size, 1.0 / max(a.size, 1)),
-            histtype="step",
-            linewidth=1.5,
-            color=ordered_colour(k, len(arrays)),
-            label=label,
-        )
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel("fraction of rows per bin")
-    ax.legend()
-    return ax
-
-
-def plot_saturation_vs_sigma(
-    sigmas: Sequence[float],
-    fractions: Mapping[str, Sequence[float]],
-    *,
-    marks: Mapping[str, float] | None = None,
-    ax: Axes | None = None,
-) -> Axes:
-    """Fraction of saturated softmax rows against the logit scale $\\sigma$.
-
-    Parameters
-    ----------
-    sigmas : Sequence[float]
-        Logit standard deviations (x axis, log scale).
-    fractions : Mapping[str, Sequence[float]]
-        Fractions in $[0, 1]$, one curve per label (e.g. per threshold).
-    marks : Mapping[str, float], optional
-        Logit scales to mark with labelled vertical lines.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-    """
-    x = to_numpy(sigmas)
-    if x.ndim != 1:
-        raise ValueError("sigmas must be a 1-D sequence")
-    ax = new_axes(ax)
-    for k, (label, f) in enumerate(fractions.items()):
-        y = to_numpy(f)
-        if y.shape != x.shape:
-            raise ValueError(f"fractions[{label!r}] must have the length of sigmas, {x.size}")
-        ax.plot(x, y, "o-", color=ordered_colour(k, len(fractions)), markersize=3, label=label)
-    vmarks(ax, marks)
-    ax.set_xscale("log", base=2)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("$\\sigma$, standard deviation of the logits")
-    ax.set_ylabel("fraction of saturated rows")
-    ax.legend()
-    return ax
 
 
 def plot_strategy_bars(
