@@ -11,11 +11,11 @@ import os
 import time
 
 import matplotlib.pyplot as plt
+import numpy as np
 import torch
 
 import attnscale
 from guide import style
-from guide.figures import plot_strategy_bars
 from guide.tables import Table
 
 style.use_style()
@@ -102,7 +102,34 @@ print(
 # the whisker their interquartile range, the noise of this machine. Right: attention entropy
 # over $\ln n$ after multiplying $W_q$ and $W_k$ by $g$ (printed above the table).
 
+
 # %%
+def plot_strategy_bars(labels, values, *, ax, xlabel, colors, reference=None, spread=None):
+    """Horizontal bars, one per strategy, each with its value printed at its end."""
+    v = np.asarray(values, dtype=float)
+    y = np.arange(len(labels))[::-1]  # the first strategy on top
+    ax.barh(y, v, color=colors, height=0.6)
+    ends = v
+    if spread is not None:  # whiskers from low to high
+        low, high = np.asarray(spread[0], dtype=float), np.asarray(spread[1], dtype=float)
+        ax.errorbar(v, y, xerr=[v - low, high - v], fmt="none", ecolor="0.45", capsize=2, lw=1.0)
+        ends = np.maximum(v, high)
+    for yi, vi, end in zip(y, v, ends, strict=True):
+        ax.annotate(
+            f"{vi:.2f}",
+            (end, yi),
+            xytext=(3, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize="small",
+        )
+    if reference is not None:
+        ax.axvline(reference, color="0.3", linewidth=0.8, linestyle="--")
+    ax.set_yticks(y, labels)
+    ax.set_xlabel(xlabel)
+    ax.margins(x=0.15)
+
+
 labels = list(VARIANTS)
 display = style.labels(labels)  # display labels, from the site's one table
 shown = [display[v] for v in labels]

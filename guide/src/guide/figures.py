@@ -7,21 +7,19 @@ from the axes' property cycle, that is from the site's style
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 import numpy as np
-import torch
 from matplotlib import colormaps
 from matplotlib import colors as mcolors
 from matplotlib.artist import Artist
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from attnscale._figure import new_axes, to_numpy
+from attnscale._figure import new_axes
 
 __all__ = [
     "one_legend",
-    "plot_strategy_bars",
     "plot_threshold_dots",
 ]
 
@@ -78,72 +76,6 @@ def vmarks(ax: Axes, marks: Mapping[str, float] | None) -> None:
             markevery=[1],
             label=label,
         )
-
-
-def plot_strategy_bars(
-    labels: Sequence[str],
-    values: Sequence[float] | np.ndarray | torch.Tensor,
-    *,
-    ax: Axes | None = None,
-    xlabel: str = "value",
-    reference: float | None = None,
-    colors: Sequence[str] | None = None,
-    spread: tuple[Sequence[float], Sequence[float]] | None = None,
-) -> Axes:
-    """Horizontal bars, one per strategy, with the value printed at the end of each bar.
-
-    Parameters
-    ----------
-    labels : Sequence[str]
-        One name per bar (top to bottom).
-    values : sequence of float
-        Bar lengths.
-    ax : matplotlib.axes.Axes, optional
-        Axes to draw on.
-    xlabel : str
-        Label of the x axis (include units).
-    reference : float, optional
-        Draw a thin vertical reference line here (e.g. 1 for ratios).
-    colors : sequence of str, optional
-        One colour per bar (the strategy's colour site-wide); one colour for all without.
-    spread : (low, high), optional
-        A whisker per bar from ``low`` to ``high`` (e.g. an interquartile range).
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-
-    Raises
-    ------
-    ValueError
-        If ``labels`` and ``values`` differ in length.
-    """
-    v = to_numpy(values)
-    if v.ndim != 1 or v.size != len(labels):
-        raise ValueError("labels and values must have the same length")
-    ax = new_axes(ax, (6.4, 0.35 * len(labels) + 1.2))
-    y = np.arange(len(labels))[::-1]
-    ax.barh(y, v, color=list(colors) if colors is not None else "C0", height=0.6)
-    ends = v
-    if spread is not None:
-        low, high = to_numpy(spread[0]), to_numpy(spread[1])
-        ax.errorbar(v, y, xerr=[v - low, high - v], fmt="none", ecolor="0.45", capsize=2, lw=1.0)
-        ends = np.maximum(v, high)
-    for yi, vi, end in zip(y, v, ends, strict=True):
-        ax.annotate(
-            f"{vi:.2f}",
-            (end, yi),
-            xytext=(3, 0),
-            textcoords="offset points",
-            va="center",
-            fontsize="small",
-        )
-    if reference is not None:
-        ax.axvline(reference, color="0.3", linewidth=0.8, linestyle="--")
-    ax.set_yticks(y, labels)
-    ax.set_xlabel(xlabel)
-    ax.margins(x=0.15)
-    return ax
 
 
 def plot_threshold_dots(
