@@ -4,7 +4,7 @@ The ``attnscale-guide`` distribution, released with attnscale at the same versio
 ``attnscale`` wheel holds the library alone. Nothing here is part of attnscale's public API;
 names, signatures and behaviour may change in any release. The guide's examples use them:
 
-- ``figures``: one plot helper per figure of the guide;
+- ``figures``: the plot helpers that several pages share (a page's own lives in its script);
 - ``tables``: the HTML/Markdown tables of the pages;
 - ``style``: the site's matplotlib style and the one table of strategy colours and labels;
 - ``zoo``: tiny Hugging Face ``transformers`` models for the monitor pages and tests;

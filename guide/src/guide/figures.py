@@ -1,8 +1,9 @@
-"""Figure helpers that draw one figure of the guide each: site-only, no stability promise.
+"""Figure helpers that several pages (or a page and a test) share: site-only, no stability
+promise. A helper that one page alone uses lives in that page's script, where a reader who
+downloads it sees it.
 
-Each takes its data and an optional ``ax`` and returns the ``Axes`` it drew on. Colours come
-from the axes' property cycle, that is from the site's style
-([use_style][guide.style.use_style] sets it), not from code here.
+Colours come from the axes' property cycle, that is from the site's style
+([use_style][guide.style.use_style] sets it), or from the sequential map of ordered values.
 """
 
 from __future__ import annotations
