@@ -100,6 +100,23 @@ def test_back_to_back_compiled_calls_are_each_read_at_their_module() -> None:
         assert ratios == pytest.approx([1.0, 1 / math.sqrt(HEAD_DIM)], rel=1e-5)
 
 
+@pytest.mark.filterwarnings(TORCH_OWN)
+def test_two_calls_in_one_compiled_graph_are_both_read() -> None:
+    """Both calls are kept by the same graph (an earlier chain of links kept only the first)."""
+
+    @torch.compile(fullgraph=True)
+    def stacked(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return flex.flex_attention(flex.flex_attention(q, k, v, scale=1.0), k, v)
+
+    q, k, v = _qkv(3)
+    for _ in range(2):  # compiled on the first pass, run from dynamo's cache on the second
+        with AttentionMonitor() as monitor:
+            stacked(q, k, v)
+        (record,) = monitor.report().records
+        ratios = [s.scale_ratio for s in record.series]
+        assert ratios == pytest.approx([math.sqrt(HEAD_DIM), 1.0], rel=1e-5)
+
+
 def _llama(scaling: float | None) -> tuple[nn.Module, torch.Tensor]:
     config = transformers.LlamaConfig(
         vocab_size=64,

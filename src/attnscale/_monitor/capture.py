@@ -129,9 +129,8 @@ class Capture(TorchFunctionMode):
         self.places: dict[tuple[str, str], dict[tuple[tuple[str, int], ...], int]] = {}
         self.unmatched_softmax = 0
         self.compiled: collections.Counter[str] = collections.Counter()  # calls per site
-        # calls that compiled code made, kept by its traced side effect (``compiled``): the
-        # newest first, each linked to those before it
-        self.traced: tuple[Any, ...] | None = None
+        # calls that compiled code made, kept by its traced side effect (``compiled``)
+        self.traced: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
         self.active = False
         self.lineages = Lineages(mask_value)
         self._recent: collections.deque[Product] = collections.deque(maxlen=4)
@@ -267,15 +266,15 @@ class Capture(TorchFunctionMode):
     ) -> Any:
         kwargs = kwargs or {}
         compiling = torch.compiler.is_compiling()
-        if not compiling and self.traced is not None and _from_user_code():
+        if not compiling and self.traced and _from_user_code():
             self.read_traced()
         out = func(*args, **kwargs)
         if compiling:
             if self.active and self.measuring and func in TRACED:
-                # dynamo makes this store a side effect of the compiled code. A new link, not
-                # an append: dynamo would rebuild a mutated list from its items at trace time.
-                # The outputs stay in the kernel (as graph outputs, inductor's CPU kernel fails)
-                self.traced = (func, args, kwargs, self.traced)
+                # dynamo makes this append a side effect of the compiled code (and guards on
+                # the list's length). The outputs stay in the kernel: as outputs of the
+                # graph, inductor's CPU kernel fails
+                self.traced.append((func, args, kwargs))
             return out
         if not (self.active and self.measuring):
             return out
@@ -303,17 +302,14 @@ class Capture(TorchFunctionMode):
     def read_traced(self) -> None:
         """Read the calls compiled code kept (``compiled``) with their handlers, at the site
         running now: the compiled code has just returned to it."""
-        if self.traced is None or torch._guards.CompileContext.try_get() is not None:
+        if not self.traced or torch._guards.CompileContext.try_get() is not None:
             return  # nothing kept, or torch's own work while it compiles
-        kept, link = [], self.traced  # type: list[tuple[Any, ...]], tuple[Any, ...] | None
-        while link is not None:
-            kept.append(link[:3])
-            link = link[3]
-        self.traced = None
+        kept = list(self.traced)
+        self.traced.clear()  # the same list: the compiled code appends to it
         where = self.where()
         if where is None or not self.active:
             return
-        for func, args, kwargs in reversed(kept):
+        for func, args, kwargs in kept:
             kind, handle = TRACED[func]
             self._guarded(where, kind, functools.partial(handle, self, func, args, kwargs, None))
 
