@@ -140,6 +140,33 @@ def test_large_logits_and_entropy_collapse_severities() -> None:
     assert _codes(collapse) == {"entropy-collapse": "error"}
 
 
+def test_the_large_logits_message_names_the_rule_that_fired() -> None:
+    tau, big = THRESHOLDS["max_logit"], THRESHOLDS["large_logit_std"]
+    calm_head: dict[str, list[float | None]] = {"max_logit": [3.0, 0.8 * tau, 2.0, 1.0]}
+    hot_head: dict[str, list[float | None]] = {"max_logit": [3.0, 2.0 * tau, 2.0, 1.0]}
+
+    def message(**changes: Any) -> str:
+        (found,) = [
+            f for f in diagnose("a", _stats(**changes), THRESHOLDS) if f.code == "large-logits"
+        ]
+        return found.message
+
+    # saturated rows alone, with a head whose peak is under the threshold: neither the peak
+    # nor QK-Clip's factor is quoted as the cause
+    rows = message(saturated_fraction=0.2, heads=calm_head)
+    assert rows.startswith("Saturated rows fired this: 20% of the rows"), rows
+    assert "peak logit" not in rows and "QK-Clip" not in rows and f"{0.8 * tau:.3g}" not in rows
+    spread = message(logit_std=1.1 * big, saturated_fraction=0.01)
+    assert spread.startswith("The logit spread fired this"), spread
+    assert "Saturated rows fired" not in spread and "peak logit" not in spread
+    peak = message(heads=hot_head)
+    assert peak.startswith("The peak logit fired this: the largest logit of head 1"), peak
+    assert f"{2.0 * tau:.3g}" in peak and "scale this head's logits by 0.5" in peak
+    assert "Saturated rows" not in peak and "logit spread" not in peak
+    both = message(saturated_fraction=0.2, heads=hot_head)
+    assert "Saturated rows fired this" in both and "The peak logit fired this" in both
+
+
 def test_a_heads_max_logit_past_the_threshold_warns() -> None:
     tau = THRESHOLDS["max_logit"]
     heads: dict[str, list[float | None]] = {"max_logit": [3.0, None, 0.9 * tau, 2.0]}

@@ -466,19 +466,13 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
             s.logit_std > _error_level("large_logit_std", th)
             or saturated > min(_error_level("saturated_fraction", th), 0.9)
         )
-        per_head = (
-            f"the largest logit of head {head} over every query row is {peak:.3g} "
-            f"(threshold max_logit {th['max_logit']:.3g}; QK-Clip would scale this head's "
-            f"logits by {min(1.0, th['max_logit'] / peak) if peak > 0 else 1.0:.3g}), "
-            if head is not None
-            else ""
-        )
         out.append(
             Finding(
                 "large-logits",
                 "error" if severe else "warning",
                 where,
-                f"Measured {per_head}within-row logit std {s.logit_std:.3g}, max |logit| "
+                f"{_large_logits_rules(s, th, saturated, spread, (peak, head))}Measured "
+                f"within-row logit std {s.logit_std:.3g}, max |logit| "
                 f"{s.max_abs_logit:.3g}, and {100 * saturated:.3g}% of the rows "
                 f"with two or more keys have a max probability above {th['saturation']}. "
                 f"The softmax is in its collapse region: saturated rows pass almost no "
@@ -489,6 +483,36 @@ def _sharpness_findings(where: str, s: AttentionStats, th: Mapping[str, float]) 
             )
         )
     return out + _entropy_findings(where, s, th)
+
+
+def _large_logits_rules(
+    s: AttentionStats,
+    th: Mapping[str, float],
+    saturated: float,
+    spread: bool,
+    peak_head: tuple[float, int | None],
+) -> str:
+    """Which of large-logits' rules fired, one sentence each: the rows (saturated ones, or a
+    wide spread with some saturating) and the peak logit of a head over every row."""
+    peak, head = peak_head
+    rules = []
+    if spread and saturated > th["saturated_fraction"]:
+        rules.append(
+            f"Saturated rows fired this: {100 * saturated:.3g}% of the rows, above the "
+            f"saturated_fraction threshold of {100 * th['saturated_fraction']:.3g}%. "
+        )
+    elif spread:
+        rules.append(
+            f"The logit spread fired this: a within-row std of {s.logit_std:.3g}, above the "
+            f"large_logit_std threshold of {th['large_logit_std']:.3g}, with saturated rows. "
+        )
+    if head is not None and peak > th["max_logit"]:
+        rules.append(
+            f"The peak logit fired this: the largest logit of head {head} over every query "
+            f"row is {peak:.3g}, above the max_logit threshold of {th['max_logit']:.3g} "
+            f"(QK-Clip would scale this head's logits by {th['max_logit'] / peak:.3g}). "
+        )
+    return "".join(rules)
 
 
 def _unstructured_saturation(s: AttentionStats, th: Mapping[str, float]) -> float:
