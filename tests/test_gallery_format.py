@@ -90,3 +90,54 @@ def test_every_gallery_has_cards_and_a_timing_table(built: list[Path]) -> None:
         assert gallery_format.TIMING_HEADING.search(table), folder.name
         rows = {m[1] for m in map(gallery_format.TIMING_ROW.search, table.splitlines()) if m}
         assert rows == {p.stem for p in built if p.parent == folder}, folder.name
+
+
+def test_every_example_page_has_the_parts_the_chinese_edition_reads(built: list[Path]) -> None:
+    """The code cells (the catalogue translates their comments), the running-time line, the two
+    download buttons and the gallery's name (the Chinese scan leaves them out), and the
+    figures' alt texts (translated)."""
+    for page in built:
+        md = page.read_text()
+        assert gallery_format.CODE_BLOCK.search(md), page.name
+        assert gallery_format.RUNNING_TIME_LINE.search(md), page.name
+        assert len(gallery_format.DOWNLOAD_BUTTON.findall(md)) == 2, page.name  # .py, .ipynb
+        assert gallery_format.GENERATOR in md, page.name
+        alts = gallery_format.FIGURE_ALT.findall(md)
+        assert bool(alts) == bool(gallery_format.images(page)), page.name
+
+
+def test_the_pinned_material_is_the_one_read() -> None:
+    """The docs extra allows only the Material release whose markup the browser tests drive,
+    and the installed one, where there is one, is it."""
+    import importlib.metadata
+
+    lower, upper = _docs_pin("mkdocs-material")
+    version = gallery_format.MATERIAL_VERSION
+    assert lower.startswith(version + ".") and upper == str(int(version) + 1)
+    try:
+        installed = importlib.metadata.version("mkdocs-material")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("mkdocs-material is not installed here (the docs session installs it)")
+    assert installed.startswith(version + "."), f"check gallery_format's selectors: {installed}"
+
+
+def test_the_built_site_has_the_markup_the_browser_tests_drive() -> None:
+    """Every class name of the selectors the browser tests use is in Material's page or in its
+    script (search results are made by the script)."""
+    import re
+
+    site = ROOT / "site"
+    if not (site / "index.html").exists():
+        pytest.skip("the site has not been built (nox -s docs)")
+    markup = (site / "index.html").read_text()
+    markup += "".join(p.read_text() for p in site.glob("assets/javascripts/bundle.*.js"))
+    selectors = [
+        gallery_format.SEARCH_OPEN,
+        gallery_format.SEARCH_INPUT,
+        gallery_format.SEARCH_RESULT_LINK,
+        gallery_format.LANGUAGE_MENU,
+        f".{gallery_format.LANGUAGE_LINK}",
+    ]
+    classes = {c for s in selectors for c in re.findall(r"\.([\w-]+)", s)}
+    assert len(classes) >= 6
+    assert [c for c in sorted(classes) if c not in markup] == []

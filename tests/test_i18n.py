@@ -15,6 +15,7 @@ ROOT = Path(__file__).parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import catalogue  # noqa: E402
 import figure_copies  # noqa: E402
+import gallery_format  # noqa: E402
 import zh_style  # noqa: E402
 
 from i18n import __main__ as cli  # noqa: E402
@@ -505,7 +506,8 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
 def test_every_figure_is_redrawn_in_chinese() -> None:
     """Every gallery figure of the English build has a kept copy, and the Chinese page shows
     it redrawn wherever it has English text; so is a gallery card's thumbnail."""
-    images = sorted(catalogue.GENERATED.glob("**/images/mkd_glr_*.png"))
+    pngs = catalogue.GENERATED.glob("**/images/*.png")
+    images = sorted(i for i in pngs if gallery_format.IMAGE.fullmatch(i.name))
     if not images or not figure_copies.COPIES.exists() or not ASSEMBLED:
         pytest.skip("the docs have not been built (nox -s docs)")
     kept = dict((catalogue.GENERATED / image, copy) for copy, image in figure_copies.copies())
@@ -515,8 +517,8 @@ def test_every_figure_is_redrawn_in_chinese() -> None:
     for image in redrawn:
         chinese = tree.BUILD / "docs" / image.relative_to(ROOT / "docs")
         assert chinese.read_bytes() != image.read_bytes(), image.name
-        thumb = image.parent / "thumb" / image.name.replace("_001.png", "_thumb.png")
-        if image.name.endswith("_001.png") and thumb.exists():  # the gallery card's thumbnail
+        thumb = gallery_format.thumbnail(image)
+        if thumb is not None and thumb.exists():  # the gallery card's thumbnail
             zh_thumb = chinese.parent / "thumb" / thumb.name
             assert zh_thumb.read_bytes() != thumb.read_bytes(), thumb.name
 

@@ -183,7 +183,6 @@ def _printed(block: str, units: list[tuple[str, str, str | None]]) -> list[str]:
     return found
 
 
-_CODE_BLOCK = re.compile(r"(```\{\.python \}\n)(.*?)(^```)", re.S | re.M)
 _DIRECTIVE = re.compile(r"(noqa|type:|pragma|fmt:|ruff:|%%)")
 
 
@@ -247,7 +246,7 @@ def texts(markdown: str) -> list[str]:
     found = [html.unescape(m[2]) for m in _CELL.finditer(markdown)]
     for m in gallery_format.OUTPUT_BLOCK.finditer(markdown):
         found += [text for _, text, _ in _units(m[2])]
-    for m in _CODE_BLOCK.finditer(markdown):
+    for m in gallery_format.CODE_BLOCK.finditer(markdown):
         found += [text for *_, text in comments(m[2])]
     return [t for t in found if english_words(t)]
 
@@ -304,7 +303,9 @@ def translate(markdown: str, catalogue: dict[str, str], missing: Callable[[str],
     def code(m: re.Match[str]) -> str:
         return m[1] + translate_code(m[2], catalogue, missing) + m[3]
 
-    return _CODE_BLOCK.sub(code, gallery_format.OUTPUT_BLOCK.sub(output, _CELL.sub(cell, markdown)))
+    return gallery_format.CODE_BLOCK.sub(
+        code, gallery_format.OUTPUT_BLOCK.sub(output, _CELL.sub(cell, markdown))
+    )
 
 
 def _pages() -> list[Path]:

@@ -19,6 +19,8 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import gallery_format  # (the script's folder, tools/, is on the path)
+
 # A number: a sign standing alone, digits, a decimal part, an exponent; or a hex digest (a code
 # hash, a commit), which another build may print differently.
 NUMBER = re.compile(
@@ -39,7 +41,7 @@ PAGE_RTOL = {"plot_04_entropy_collapse": 0.15}
 #: Lines whose numbers are timings.
 TIMING = re.compile(r"ran in|running time|page time|运行了|运行时间|用时")
 #: Pages left out: the gallery's tables of run times, which list the examples by time.
-SKIPPED = ("mg_execution_times",)
+SKIPPED = (Path(gallery_format.TIMING_TABLE).stem,)
 #: Pages whose numbers are free to differ: timings, and the events of a chaotic build-time run
 #: (the verdicts on those pages come from stored runs, whose numbers do not move).
 FREE = (

@@ -83,3 +83,33 @@ def script_md5(path: Path) -> str | None:
         return None
     text = path.read_text(errors="surrogateescape")
     return hashlib.md5(text.encode(errors="surrogateescape")).hexdigest()
+
+
+# --- What the Chinese edition's checks, the build comparison and the browser tests read ---------
+
+#: A code cell of an example page: the opening fence, the code, the closing fence.
+CODE_BLOCK = re.compile(r"(```\{\.python \}\n)(.*?)(^```)", re.S | re.M)
+
+#: The whole line with an example's running time, whatever language its number is in.
+RUNNING_TIME_LINE = re.compile(r"\*\*Total running time of the script:\*\*.*")
+
+#: A download button under an example page (the ``.py``, the ``.ipynb``) and under a gallery
+#: (the zips): its Font Awesome icon and label, its target, its Material button classes.
+DOWNLOAD_BUTTON = re.compile(r"\[:fontawesome[^\]]*\]\([^)]*\)(\{[^}]*\})?")
+
+#: The gallery's name, as its pages print it (the signature line under each page).
+GENERATOR = "mkdocs-gallery"
+
+#: A figure of an example page, with its alt text (which may hold "]").
+FIGURE_ALT = re.compile(r"^!\[(?P<alt>.*?)\]\(\./images/", re.M)
+
+#: The Material for MkDocs release (major) whose markup the browser tests drive.
+MATERIAL_VERSION = "9"
+#: Material's search: what opens it, its input box, a result's link.
+SEARCH_OPEN = "label.md-search__icon[for=__search], .md-search__input"
+SEARCH_INPUT = "input.md-search__input"
+SEARCH_RESULT_LINK = ".md-search-result__item a"
+#: Material's language selector in the header, and the class of its links (one per
+#: language, with ``hreflang``).
+LANGUAGE_MENU = ".md-header__option .md-select"
+LANGUAGE_LINK = "md-select__link"

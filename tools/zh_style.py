@@ -101,10 +101,10 @@ def reader_text(page: str) -> str:
     md = re.sub(r"^## 参考文献.*?(?=^## |\Z)", "", md, flags=re.S | re.M)
     md = re.sub(r"\A---\n.*?\n---\n", "", md, flags=re.S)  # front matter
     md = re.sub(r"^!!! \w+", "", md, flags=re.M)  # admonition markers
-    md = re.sub(r"\*\*Total running time of the script:\*\*.*", "", md)  # a hook's, in Chinese
-    md = re.sub(r"\[:fontawesome[^\]]*\]\([^)]*\)(\{[^}]*\})?", "", md)  # download buttons
+    md = gallery_format.RUNNING_TIME_LINE.sub("", md)  # a hook's, in Chinese
+    md = gallery_format.DOWNLOAD_BUTTON.sub("", md)
     md = re.sub(r"\[[^\]\n]*\]\([^)\s]*reference/[^)\s]*\)", "X", md)  # API names, linked
-    md = md.replace("mkdocs-gallery", "X")  # the gallery's name, in its signature line
+    md = md.replace(gallery_format.GENERATOR, "X")  # the gallery's name, in its signature line
     md = re.sub(r"\*[A-Z][^*\n\u4e00-\u9fff]*\*", "X", md)  # titles of works, in italics
     text = prose(md)
     text = re.sub(r"[（(][A-Za-z][^（）()]*[）)]", "", text)  # glosses

@@ -16,6 +16,8 @@ import pytest
 from conftest import ROOT, SITE, public_names, site_pages
 
 sys.path.insert(0, str(ROOT / "tools"))
+import gallery_format  # the class names of Material's markup the tests drive
+
 from i18n import tree
 
 # the browser extra (nox -s browser installs it): without it, these tests are skipped
@@ -214,9 +216,9 @@ def _search(query: str, base_url: str, browser, every: bool = False) -> tuple[li
     tab = browser.new_page()
     try:
         tab.goto(base_url, wait_until="load")
-        tab.click("label.md-search__icon[for=__search], .md-search__input")
-        box = tab.locator("input.md-search__input")
-        results = tab.locator(".md-search-result__item a")
+        tab.click(gallery_format.SEARCH_OPEN)
+        box = tab.locator(gallery_format.SEARCH_INPUT)
+        results = tab.locator(gallery_format.SEARCH_RESULT_LINK)
         # The search index loads in a web worker, which a busy 2-core machine can hold up for
         # well over 45 s (seen in CI with a docs build running beside it). Typing the query
         # again once the worker is up re-runs the search.
@@ -290,7 +292,7 @@ class _Switcher(HTMLParser):
         a = dict(attrs)
         if tag == "html":
             self.lang = a.get("lang")
-        if tag == "a" and "md-select__link" in (a.get("class") or ""):
+        if tag == "a" and gallery_format.LANGUAGE_LINK in (a.get("class") or ""):
             self.editions[a["hreflang"] or ""] = a["href"] or ""
 
 
@@ -324,19 +326,19 @@ def test_switcher_click_keeps_the_page(base_url: str, browser) -> None:
     try:
         page = "generated/gallery/02_softmax/plot_04_temperature/"
         tab.goto(base_url + page, wait_until="load")
-        tab.hover(".md-header__option .md-select")
-        tab.click("a.md-select__link[hreflang=zh]")
+        tab.hover(gallery_format.LANGUAGE_MENU)
+        tab.click(f"a.{gallery_format.LANGUAGE_LINK}[hreflang=zh]")
         tab.wait_for_url(base_url + "zh/" + page)
         assert tab.evaluate("document.documentElement.lang") == "zh"
         # at a heading, the switcher goes to the same heading: both editions share its anchor
         tab.goto(base_url + "zh/" + page + "#references", wait_until="load")
-        tab.hover(".md-header__option .md-select")
-        tab.click("a.md-select__link[hreflang=en]")
+        tab.hover(gallery_format.LANGUAGE_MENU)
+        tab.click(f"a.{gallery_format.LANGUAGE_LINK}[hreflang=en]")
         tab.wait_for_url(base_url + page + "#references")
         assert tab.evaluate("document.getElementById('references').tagName") == "H2"
         tab.goto(base_url + page, wait_until="load")
-        tab.hover(".md-header__option .md-select")
-        tab.click("a.md-select__link[hreflang=en]")
+        tab.hover(gallery_format.LANGUAGE_MENU)
+        tab.click(f"a.{gallery_format.LANGUAGE_LINK}[hreflang=en]")
         tab.wait_for_url(base_url + page)
     finally:
         tab.close()

@@ -198,9 +198,6 @@ def skeleton(source: str, strings: Sequence[str] = ()) -> Path:
     return path
 
 
-_ALT = re.compile(r"^!\[(?P<alt>.*?)\]\(\./images/", re.M)  # alt text may hold "]"
-
-
 def generated_page(source: str) -> Path:
     """The Markdown page the English build generated from a gallery script."""
     top, *rest = Path(source).with_suffix(".md").parts
@@ -210,7 +207,7 @@ def generated_page(source: str) -> Path:
 def alt_texts(source: str) -> list[str]:
     """The alt text of every figure on a generated example page, in order."""
     page = generated_page(source)
-    return list(dict.fromkeys(m["alt"] for m in _ALT.finditer(page.read_text())))
+    return list(dict.fromkeys(m["alt"] for m in gallery_format.FIGURE_ALT.finditer(page.read_text())))
 
 
 def page_strings(source: str) -> list[str]:
