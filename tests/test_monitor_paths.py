@@ -326,3 +326,44 @@ def test_long_calls_sample_fewer_rows_within_the_logit_budget(path: str) -> None
     with AttentionMonitor(max_sampled_logits=1) as mon, torch.no_grad():
         F.scaled_dot_product_attention(q, k, v)
     assert mon.report().records[0].last.sampled_rows == 2 * h * MIN_ROWS
+
+
+class _Cross(nn.Module):
+    """Cross-attention, 6 queries over 9 keys of head size 8, on one of the monitor's paths."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__()
+        self.path = path
+        extra = {"add_bias_kv": True, "add_zero_attn": True} if path == "mha+bias" else {}
+        self.mha = nn.MultiheadAttention(32, 4, batch_first=True, **extra)
+
+    def forward(self, x: torch.Tensor, memory: torch.Tensor) -> torch.Tensor:
+        if self.path.startswith("mha"):
+            return self.mha(x, memory, memory, need_weights=False)[0]
+        q, k, v = (
+            t.view(t.shape[0], t.shape[1], 4, 8).transpose(1, 2) for t in (x, memory, memory)
+        )
+        if self.path == "sdpa":
+            return F.scaled_dot_product_attention(q, k, v)
+        if self.path == "flex":
+            from torch.nn.attention.flex_attention import flex_attention
+
+            return flex_attention(q, k, v)
+        return torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(8), dim=-1) @ v
+
+
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
+@pytest.mark.parametrize(
+    ("path", "keys"), [("softmax", 9), ("sdpa", 9), ("flex", 9), ("mha", 9), ("mha+bias", 11)]
+)
+def test_shape_is_the_score_matrix_on_every_path(path: str, keys: int) -> None:
+    # (batch, heads, queries, keys) everywhere: SDPA and FlexAttention gave q's shape (the
+    # head size last), nn.MultiheadAttention (batch, heads, queries, head size)
+    torch.manual_seed(0)
+    model = _Cross(path).eval()
+    with torch.no_grad(), AttentionMonitor(model) as mon:
+        model(torch.randn(2, 6, 32), torch.randn(2, 9, 32))
+    (record,) = mon.report().records
+    assert record.last.path.startswith(path.split("+")[0].replace("mha", "multihead")), record
+    assert record.last.shape == (2, 4, 6, keys)
+    assert record.last.keys == keys

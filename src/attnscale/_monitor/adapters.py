@@ -109,7 +109,7 @@ def on_sdpa(
         path="sdpa",
         logits=logits,
         mask=positions,
-        shape=tuple(q.shape),
+        shape=(*q.shape[:-1], int(k.shape[-2])),  # the scores': (..., heads, L, S)
         dtype=q.dtype,
         head_dim=head_dim,
         num_heads=int(q.shape[-3]) if q.dim() >= 4 else None,
@@ -275,7 +275,7 @@ def on_flex(
         kind="flex_attention",
         path="flex_attention",
         logits=logits,
-        shape=tuple(q.shape),
+        shape=(*q.shape[:-1], lk),  # the scores': (B, heads, L, S)
         dtype=q.dtype,
         head_dim=head_dim,
         num_heads=heads,
@@ -467,7 +467,7 @@ def on_mha(
         path=path,
         logits=logits,
         mask=positions,
-        shape=(inputs.bsz, m.num_heads, inputs.lq, inputs.d),
+        shape=(inputs.bsz, m.num_heads, inputs.lq, logits.shape[-1]),  # appended keys too
         dtype=dtype,
         head_dim=inputs.d,
         num_heads=m.num_heads,

@@ -31,7 +31,7 @@ class Call:
     kind: str  # the site's kind: "sdpa", "softmax(QK^T)", "multihead_attention", ...
     path: str  # how it was read; a row of PATHS
     logits: torch.Tensor  # the softmax input of the sampled rows, (..., rows, keys)
-    shape: tuple[int, ...]  # the call's full shape, as the report prints it
+    shape: tuple[int, ...]  # the scores' full shape, (batch..., heads, queries, keys)
     dtype: torch.dtype
     head_dim: int | None
     num_heads: int | None

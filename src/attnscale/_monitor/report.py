@@ -114,7 +114,10 @@ class AttentionStats:
     ``qk_norm_cv`` is how much the row norms of q and k vary (their larger coefficient of
     variation): about 0 when q and k are normalised per head (QK-norm, cosine attention).
     ``logit_bound`` is scale x max |q| x max |k| over the sampled rows, which bounds every
-    logit; ``keys`` is the number of keys per row.
+    logit; ``keys`` is the number of keys per row. ``shape`` is the shape of the score matrix
+    the softmax runs over, (batch..., heads, queries, keys), on every path (SDPA, FlexAttention,
+    ``nn.MultiheadAttention``, hand-written): its keys count every column of a row, the bias
+    and zero keys ``nn.MultiheadAttention`` appends and sink columns included.
 
     ``heads`` holds, with ``AttentionMonitor(all_rows=True)``, per-head statistics over every
     query row of the call rather than a sample, for QK-Clip-style maxima: one list per
