@@ -1,6 +1,6 @@
 """Every snippet a reader sees runs as written: the examples in the API reference (the
-library's docstrings) and the code blocks of the README and the hand-written pages, each in a
-fresh namespace, as when pasted into a new interpreter. This is the one place the docstrings'
+library's docstrings, and the guide package's) and the code blocks of the README and the
+hand-written pages, each in a fresh namespace, as when pasted into a new interpreter. This is the one place the docstrings'
 examples run: pytest's ``--doctest-modules`` would share each module's globals, so an example
 without its imports would pass there."""
 
@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import attnscale
+import guide
 
 ROOT = Path(__file__).parents[1]
 PAGES = [
@@ -24,10 +25,15 @@ PAGES = [
     *sorted((ROOT / "i18n" / "zh" / "docs").glob("*.md")),
 ]
 BLOCK = re.compile(r"^```python\n(.*?)^```$", re.M | re.S)
-MODULES = ["attnscale"] + [
-    m.name
-    for m in pkgutil.walk_packages(attnscale.__path__, "attnscale.")
-    if "._docs" not in m.name and not m.name.endswith("__main__")
+# the library's modules, and the guide's (its site-only helpers, documented the same way)
+MODULES = [
+    *(package.__name__ for package in (attnscale, guide)),
+    *(
+        m.name
+        for package in (attnscale, guide)
+        for m in pkgutil.walk_packages(package.__path__, f"{package.__name__}.")
+        if not m.name.endswith("__main__")
+    ),
 ]
 
 

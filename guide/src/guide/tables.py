@@ -30,6 +30,7 @@ class Table:
 
     Examples
     --------
+    >>> from guide.tables import Table
     >>> print(Table(["a", "b"], [[1, 2]]))
     | a | b |
     |---|---|
