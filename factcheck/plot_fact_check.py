@@ -60,7 +60,10 @@ Table(["§", "Rule"], [[c.section, c.rule] for c in checks])
 # these verdicts. By verdict:
 
 for verdict in ("holds", "holds, negligible", "holds only partly", "false"):
-    print(f"{verdict}: {', '.join(c.section for c in checks if c.verdict == verdict) or '-'}")
+    print(
+        f"{verdict}: "
+        f"{', '.join(c.section for c in checks if c.verdict == verdict) or '-'}"
+    )
 
 # %%
 # ## References

@@ -65,13 +65,18 @@ def plot_score_histograms(samples, *, ax, reference_pdf=False, xlabel="score"):
     ax.legend()
 
 
-raw = {d: asc.sample_scores(d, N_SAMPLES, method="dot", generator=gen) for d in HIST_DKS}
+raw = {
+    d: asc.sample_scores(d, N_SAMPLES, method="dot", generator=gen) for d in HIST_DKS
+}
 scaled = {d: s / math.sqrt(d) for d, s in raw.items()}
 
 fig, (ax_raw, ax_scaled) = plt.subplots(1, 2, figsize=(7, 3.4), layout="constrained")
 plot_score_histograms(raw, ax=ax_raw, xlabel="raw score $q\\cdot k$")
 plot_score_histograms(
-    scaled, ax=ax_scaled, reference_pdf=True, xlabel="scaled score $q\\cdot k/\\sqrt{d_k}$"
+    scaled,
+    ax=ax_scaled,
+    reference_pdf=True,
+    xlabel="scaled score $q\\cdot k/\\sqrt{d_k}$",
 )
 ax_raw.set_title("Raw scores widen with $d_k$")
 ax_scaled.set_title("Scaled scores keep one width")
@@ -105,12 +110,14 @@ for d in HIST_DKS:
     kurtosis = z.pow(4).mean().item() - 3
     print(
         f"{d:5d} {r.min().item():9.1f} {r.max().item():9.1f} {r.std().item():8.2f} "
-        f"{s.min().item():11.2f} {s.max().item():11.2f} {inside:10.2%} {kurtosis:16.3f} "
+        f"{s.min().item():11.2f} {s.max().item():11.2f} {inside:10.2%} "
+        f"{kurtosis:16.3f} "
         f"{6 / d:6.3f}"
     )
 print(f"a standard normal puts {math.erf(3 / math.sqrt(2)):.2%} of its mass within ±3")
 print(
-    f"standard error of an excess kurtosis from {N_SAMPLES:,} draws: about {math.sqrt(24 / N_SAMPLES):.3f}"
+    f"standard error of an excess kurtosis from {N_SAMPLES:,} draws: about "
+    f"{math.sqrt(24 / N_SAMPLES):.3f}"
 )
 
 # %%
@@ -158,7 +165,9 @@ print(
 # largest half-width, relative to the variance, is printed below the figure.
 
 
-def plot_variance_vs_dk(d_ks, measured, *, low, high, label, color, theory=None, ax=None):
+def plot_variance_vs_dk(
+    d_ks, measured, *, low, high, label, color, theory=None, ax=None
+):
     """Log-log plot of measured variances against d_k, with their interval and theory."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
@@ -174,7 +183,10 @@ def plot_variance_vs_dk(d_ks, measured, *, low, high, label, color, theory=None,
     return ax
 
 
-est = [asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, generator=gen)) for d in SWEEP_DKS]
+est = [
+    asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, generator=gen))
+    for d in SWEEP_DKS
+]
 theory = [asc.dot_product_moments(d).variance for d in SWEEP_DKS]
 
 ax = plot_variance_vs_dk(
@@ -187,7 +199,9 @@ ax = plot_variance_vs_dk(
     color=COLOURS["none"],
 )
 scaled_est = [
-    asc.variance_estimate(asc.sample_scores(d, SWEEP_SAMPLES, scale=d**-0.5, generator=gen))
+    asc.variance_estimate(
+        asc.sample_scores(d, SWEEP_SAMPLES, scale=d**-0.5, generator=gen)
+    )
     for d in SWEEP_DKS
 ]
 plot_variance_vs_dk(
@@ -202,7 +216,10 @@ plot_variance_vs_dk(
 ax.set_title("Score variance against $d_k$: raw grows linearly, scaled stays at 1")
 
 inside = sum(e.low <= t <= e.high for e, t in zip(est, theory, strict=True))
-print(f"closed form inside the 95% interval for {inside} of {len(SWEEP_DKS)} key dimensions")
+print(
+    f"closed form inside the 95% interval for {inside} of {len(SWEEP_DKS)} key "
+    f"dimensions"
+)
 half = max((e.high - e.low) / 2 / e.variance for e in [*est, *scaled_est])
 print(f"largest half-width of a 95% interval: {half:.1%} of the variance")
 print(

@@ -42,9 +42,18 @@ def plot_theory_vs_measured(labels, theory, measured, *, err, quantity):
     """Horizontal dot plot comparing a closed form with measurements, case by case."""
     _, ax = plt.subplots(figsize=(6.4, 0.45 * len(labels) + 1.2), layout="constrained")
     y = list(range(len(labels)))[::-1]  # the first case on top
-    ax.plot(theory, y, "|", color="0.2", markersize=16, markeredgewidth=2, label="theory")
+    ax.plot(
+        theory, y, "|", color="0.2", markersize=16, markeredgewidth=2, label="theory"
+    )
     ax.errorbar(
-        measured, y, xerr=err, fmt="o", color="black", markersize=5, capsize=3, label="measured"
+        measured,
+        y,
+        xerr=err,
+        fmt="o",
+        color="black",
+        markersize=5,
+        capsize=3,
+        label="measured",
     )
     ax.set_yticks(y, labels)
     ax.set_xlabel(quantity)
@@ -80,7 +89,10 @@ ax = plot_theory_vs_measured(
 )
 ax.set_title(f"Closed form against Monte Carlo, $d_k = {D_K}$")
 
-print(f"{'case':<22} {'mean: theory':>13} {'measured':>9} {'var: theory':>12} {'measured':>9}")
+print(
+    f"{'case':<22} {'mean: theory':>13} {'measured':>9} {'var: theory':>12} "
+    f"{'measured':>9}"
+)
 for label, theory, mean, est in rows:
     print(
         f"{label:<22} {theory.mean:13.3f} {mean:9.3f} {theory.variance:12.3f} "
@@ -117,7 +129,8 @@ for label, theory, mean, est in rows:
 def components(
     n: int, mean: float = 0.0, var: float = 1.0, distribution: str = "normal"
 ) -> torch.Tensor:
-    """``n`` vectors of ``D_K`` i.i.d. components with the given mean, variance and shape."""
+    """``n`` vectors of ``D_K`` i.i.d. components with the given mean, variance and
+    shape."""
     if distribution == "uniform":
         z = (torch.rand(n, D_K, generator=gen) * 2 - 1) * math.sqrt(3)
     elif distribution == "rademacher":
@@ -127,7 +140,9 @@ def components(
     return mean + math.sqrt(var) * z
 
 
-print(f"{'case':<22} {'over all pairs':>15} {'within a row: theory':>21} {'measured':>9}")
+print(
+    f"{'case':<22} {'over all pairs':>15} {'within a row: theory':>21} {'measured':>9}"
+)
 for label, params in CASES.items():
     if "rho" in params:
         continue  # a query's correlation with one key says nothing about a row of keys
@@ -136,7 +151,9 @@ for label, params in CASES.items():
     vq, vk = params.get("var_q", 1.0), params.get("var_k", 1.0)
     q, k = components(256, mq, vq, dist), components(4096, mk, vk, dist)
     rows_var = ((q @ k.T) / math.sqrt(D_K)).var(dim=1).mean().item()
-    total = asc.scaled_dot_product_moments(D_K, mean_q=mq, mean_k=mk, var_q=vq, var_k=vk).variance
+    total = asc.scaled_dot_product_moments(
+        D_K, mean_q=mq, mean_k=mk, var_q=vq, var_k=vk
+    ).variance
     print(f"{label:<22} {total:15.3f} {vk * (vq + mq**2):21.3f} {rows_var:9.3f}")
 
 # %%
@@ -156,7 +173,8 @@ def lecun_normal_(w: torch.Tensor) -> torch.Tensor:
 
 
 def mha_in_proj_(w: torch.Tensor) -> torch.Tensor:
-    """What nn.MultiheadAttention does: Xavier-uniform on the stacked (3E, E) in_proj."""
+    """What nn.MultiheadAttention does: Xavier-uniform on the stacked (3E, E)
+    in_proj."""
     stacked = torch.empty(3 * w.shape[1], w.shape[1])
     nn.init.xavier_uniform_(stacked)
     return w.copy_(stacked[: w.shape[0]])
@@ -183,7 +201,9 @@ for label, (scheme, init) in INITS.items():
         with torch.no_grad():
             init(w_q.weight)
             init(w_k.weight)
-            x = torch.randn(2, N_TOKENS, D_MODEL, generator=gen)  # (query/key, tokens, d_model)
+            x = torch.randn(
+                2, N_TOKENS, D_MODEL, generator=gen
+            )  # (query/key, tokens, d_model)
             q, k = w_q(x[0]), w_k(x[1])  # (tokens, d_k) each
             var_q.append(q.var().item())
             std_scaled.append(((q * k).sum(-1) / math.sqrt(D_K)).std().item())
@@ -192,10 +212,17 @@ for label, (scheme, init) in INITS.items():
         if scheme
         else 2 * D_MODEL / (D_MODEL + 3 * D_MODEL)
     )
-    results[label] = (predicted, sum(var_q) / len(var_q), sum(std_scaled) / len(std_scaled))
+    results[label] = (
+        predicted,
+        sum(var_q) / len(var_q),
+        sum(std_scaled) / len(std_scaled),
+    )
 
 print(f"d_model = {D_MODEL}, d_k = {D_K}")
-print(f"{'initialisation':<24} {'Var(q_i): theory':>16} {'measured':>9} {'scaled logit std':>17}")
+print(
+    f"{'initialisation':<24} {'Var(q_i): theory':>16} {'measured':>9} "
+    f"{'scaled logit std':>17}"
+)
 for label, (predicted, var_q, std_scaled) in results.items():
     print(f"{label:<24} {predicted:16.3f} {var_q:9.3f} {std_scaled:17.3f}")
 
@@ -206,7 +233,10 @@ ax.axvline(1.0, color="0.3", linestyle="--", linewidth=1, label="textbook assump
 ax.set_xlabel("std of $q\\cdot k/\\sqrt{d_k}$ at initialisation")
 ax.legend(frameon=False, loc="lower right")
 ax.set_ylabel("initialisation of $W_q$ and $W_k$")
-ax.set_title(f"Scaled logit spread, one head: $d_{{\\mathrm{{model}}}} = {D_MODEL}$, $d_k = {D_K}$")
+ax.set_title(
+    "Scaled logit spread, one head: "
+    f"$d_{{\\mathrm{{model}}}} = {D_MODEL}$, $d_k = {D_K}$"
+)
 
 # %%
 # For these per-head projections ($d_\text{model} \to d_k$), only LeCun initialisation gives

@@ -10,8 +10,11 @@ cell checks it against the library.
 import torch
 
 
-def qk_scores(d_k: int, n: int = 20_000, *, scaled: bool, seed: int = 0) -> torch.Tensor:
-    """n samples of q·k for q, k with independent N(0, 1) components; / sqrt(d_k) if scaled."""
+def qk_scores(
+    d_k: int, n: int = 20_000, *, scaled: bool, seed: int = 0
+) -> torch.Tensor:
+    """n samples of q·k for q, k with independent N(0, 1) components; / sqrt(d_k) if
+    scaled."""
     gen = torch.Generator().manual_seed(seed)
     q = torch.randn(n, d_k, generator=gen)
     k = torch.randn(n, d_k, generator=gen)
@@ -24,7 +27,10 @@ def qk_scores(d_k: int, n: int = 20_000, *, scaled: bool, seed: int = 0) -> torc
 
 for d_k in (16, 64, 256, 1024):
     raw, scaled = qk_scores(d_k, scaled=False), qk_scores(d_k, scaled=True)
-    print(f"d_k = {d_k:4d}: var(q.k) = {raw.var():7.1f}, var(q.k / sqrt(d_k)) = {scaled.var():.3f}")
+    print(
+        f"d_k = {d_k:4d}: var(q.k) = {raw.var():7.1f}, var(q.k / sqrt(d_k)) = "
+        f"{scaled.var():.3f}"
+    )
 
 # %%
 # ## Checked against the library

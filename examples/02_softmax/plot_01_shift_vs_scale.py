@@ -41,11 +41,19 @@ for label, values in CASES.items():
     p = attnscale.tempered_softmax(z)
     h = attnscale.softmax_entropy(z).item()
     shifted[label] = p
-    print(f"{label:28s} softmax = {[round(x, 4) for x in p.tolist()]}  entropy = {h:.4f} nats")
+    print(
+        f"{label:28s} softmax = {[round(x, 4) for x in p.tolist()]}  entropy = {h:.4f} "
+        f"nats"
+    )
 
-spread = max((p - shifted["case 1: [1, 0.5, -0.5]"]).abs().max().item() for p in shifted.values())
+spread = max(
+    (p - shifted["case 1: [1, 0.5, -0.5]"]).abs().max().item() for p in shifted.values()
+)
 print(f"largest difference between the three outputs: {spread:.1e}")
-print(f"maximum possible entropy for n = 3, log 3 = {torch.log(torch.tensor(3.0)).item():.4f}")
+print(
+    f"maximum possible entropy for n = 3, log 3 = "
+    f"{torch.log(torch.tensor(3.0)).item():.4f}"
+)
 
 # %%
 # The three outputs agree to the last bit (the printed largest difference), and so do their
@@ -66,13 +74,17 @@ for beta in FACTORS:
     probs = ", ".join(f"{x:.3g}" for x in p.tolist())
     print(f"β = {beta:3d}: softmax = [{probs}]  entropy = {h:.4f} nats")
 
-fig, (ax_shift, ax_scale) = plt.subplots(1, 2, figsize=(7, 3.2), layout="constrained", sharey=True)
+fig, (ax_shift, ax_scale) = plt.subplots(
+    1, 2, figsize=(7, 3.2), layout="constrained", sharey=True
+)
 plot_probability_rows(shifted, ax=ax_shift)
 ax_shift.set_title("Adding a constant: identical outputs")
 plot_probability_rows(scaled, ax=ax_scale)
 ax_scale.set_title("Multiplying by β: sharper and sharper")
 ax_scale.set_ylabel("")
-fig.suptitle("Softmax of the article's three shifted cases (left) and of [1, 0.5, -0.5] × β")
+fig.suptitle(
+    "Softmax of the article's three shifted cases (left) and of [1, 0.5, -0.5] × β"
+)
 
 # %%
 # The entropy falls as $\beta$ grows, from the printed value at $\beta = 1$ to almost 0 at

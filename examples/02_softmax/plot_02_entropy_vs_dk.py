@@ -47,14 +47,20 @@ CHECK_ROWS, CHECK_N, CHECK_DK = 1000, 128, 64  # brute-force check of the shortc
 gen = torch.Generator().manual_seed(SEED)
 z = {n: torch.randn(ROWS[n], n, generator=gen) for n in N_VALUES}  # (rows, n) per n
 q_long = torch.randn(max(ROWS.values()), max(D_KS), generator=gen)  # (rows, max d_k)
-sq_norms = q_long.square().cumsum(dim=-1)  # (rows, max d_k): |q[:d]|^2 for d = 1 ... max d_k
+sq_norms = q_long.square().cumsum(
+    dim=-1
+)  # (rows, max d_k): |q[:d]|^2 for d = 1 ... max d_k
 q_norm = {d_k: sq_norms[:, d_k - 1].sqrt() for d_k in D_KS}  # (rows,) per d_k
 
-scale = torch.tensor([1 / math.sqrt(d_k) for d_k in D_KS])[:, None, None]  # (d_ks, 1, 1)
+scale = torch.tensor([1 / math.sqrt(d_k) for d_k in D_KS])[
+    :, None, None
+]  # (d_ks, 1, 1)
 results = {}
 for n in N_VALUES:
     norms = torch.stack([q_norm[d_k][: ROWS[n]] for d_k in D_KS])  # (d_ks, rows)
-    raw = norms[:, :, None] * z[n]  # (d_ks, rows, n), scores q . k_j for every d_k at once
+    raw = (
+        norms[:, :, None] * z[n]
+    )  # (d_ks, rows, n), scores q . k_j for every d_k at once
     for name, logits in (("unscaled", raw), ("scaled", raw * scale)):
         stats = attnscale.softmax_stats(logits)
         h = stats.normalized_entropy.mean(dim=-1)  # (d_ks,)
@@ -75,8 +81,10 @@ h_short = attnscale.softmax_entropy(
 stderr = math.sqrt(h_brute.var() / h_brute.numel() + h_short.var() / h_short.numel())
 gap = (h_brute.mean() - h_short.mean()).item()
 print(
-    f"n = {CHECK_N}, d_k = {CHECK_DK}, unscaled: mean H/log n brute force {h_brute.mean():.4f},"
-    f" shortcut {h_short.mean():.4f}; difference = {gap / stderr:.2f} combined standard errors"
+    f"n = {CHECK_N}, d_k = {CHECK_DK}, unscaled: mean H/log n brute force "
+    f"{h_brute.mean():.4f},"
+    f" shortcut {h_short.mean():.4f}; difference = {gap / stderr:.2f} combined "
+    f"standard errors"
 )
 
 # %%
@@ -92,7 +100,13 @@ def plot_scaled_vs_unscaled(
     """One row statistic against d_k: unscaled (filled) and scaled (open) in one colour,
     with the closed forms dashed."""
     ax.plot(
-        d_ks, unscaled, "o-", color=colour, markersize=4, linewidth=1.4, label=f"{label}, unscaled"
+        d_ks,
+        unscaled,
+        "o-",
+        color=colour,
+        markersize=4,
+        linewidth=1.4,
+        label=f"{label}, unscaled",
     )
     ax.plot(
         d_ks,
@@ -112,11 +126,14 @@ def plot_scaled_vs_unscaled(
     ax.legend(fontsize="x-small")
 
 
-fine_d_ks = [2 ** (j / 16) for j in range(32, 193)]  # 4 ... 4096, for smooth theory curves
+fine_d_ks = [
+    2 ** (j / 16) for j in range(32, 193)
+]  # 4 ... 4096, for smooth theory curves
 
 
 def usable_theory(n: int, sigma: float) -> float:
-    """The approximation where one of its branches applies, NaN (no curve) in between."""
+    """The approximation where one of its branches applies, NaN (no curve) in
+    between."""
     sigma_c = math.sqrt(2 * math.log(n))
     if sigma**2 <= math.log(n) or sigma >= 2 * sigma_c:
         return attnscale.gaussian_logit_entropy(n, sigma) / math.log(n)
@@ -126,7 +143,9 @@ def usable_theory(n: int, sigma: float) -> float:
 theory = {}
 for n in N_VALUES:
     theory[n, "unscaled"] = [usable_theory(n, math.sqrt(d_k)) for d_k in fine_d_ks]
-    theory[n, "scaled"] = [attnscale.gaussian_logit_entropy(n, 1.0) / math.log(n)] * len(fine_d_ks)
+    theory[n, "scaled"] = [
+        attnscale.gaussian_logit_entropy(n, 1.0) / math.log(n)
+    ] * len(fine_d_ks)
 
 fig, (ax_h, ax_p) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
 for k, n in enumerate(N_VALUES):
@@ -155,14 +174,23 @@ for k, n in enumerate(N_VALUES):
     )
 ax_h.set_title("Normalised entropy")
 ax_p.set_title("Largest attention weight")
-# one legend for both panels (colour: n; filled and solid: unscaled; open and dotted: scaled),
-# with one entry for the theory curves, drawn dashed in each n's colour
+# one legend for both panels (colour: n; filled and solid: unscaled; open and dotted:
+# scaled), with one entry for the theory curves, drawn dashed in each n's colour
 handles, _ = ax_p.get_legend_handles_labels()
-(theory_key,) = ax_h.plot([], [], "--", color="0.4", linewidth=0.9, label="theory (dashed)")
+(theory_key,) = ax_h.plot(
+    [], [], "--", color="0.4", linewidth=0.9, label="theory (dashed)"
+)
 for ax in (ax_h, ax_p):
     ax.get_legend().remove()
-fig.legend(handles=[*handles, theory_key], loc="outside lower center", ncols=4, fontsize="small")
-fig.suptitle("Attention entropy and peakedness against $d_k$, unscaled vs scaled scores")
+fig.legend(
+    handles=[*handles, theory_key],
+    loc="outside lower center",
+    ncols=4,
+    fontsize="small",
+)
+fig.suptitle(
+    "Attention entropy and peakedness against $d_k$, unscaled vs scaled scores"
+)
 
 # %%
 # The printed table has the same numbers.
@@ -173,7 +201,9 @@ for n in N_VALUES:
         hu, pu = results[n, d_k, "unscaled"]
         hs, ps = results[n, d_k, "scaled"]
         th = usable_theory(n, math.sqrt(d_k))
-        print(f"{n:4d} {d_k:5d} | {hu:16.3f} {hs:7.3f} {th:13.3f} | {pu:14.3f} {ps:7.3f}")
+        print(
+            f"{n:4d} {d_k:5d} | {hu:16.3f} {hs:7.3f} {th:13.3f} | {pu:14.3f} {ps:7.3f}"
+        )
 for n in N_VALUES:
     print(
         f"n = {n:4d}: scaled theory H/log n = {theory[n, 'scaled'][0]:.3f};"
@@ -200,10 +230,16 @@ for name in ("unscaled", "scaled"):
     for n in N_VALUES:
         gaps = {
             d_k: results[n, d_k, name][0]
-            - (usable_theory(n, math.sqrt(d_k)) if name == "unscaled" else theory[n, name][0])
+            - (
+                usable_theory(n, math.sqrt(d_k))
+                if name == "unscaled"
+                else theory[n, name][0]
+            )
             for d_k in D_KS
         }
-        d_k = max((d for d in D_KS if not math.isnan(gaps[d])), key=lambda d: abs(gaps[d]))
+        d_k = max(
+            (d for d in D_KS if not math.isnan(gaps[d])), key=lambda d: abs(gaps[d])
+        )
         print(f"  {name}, n = {n}: {gaps[d_k]:+.3f} at d_k = {d_k}")
 
 # %%

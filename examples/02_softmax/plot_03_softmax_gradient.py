@@ -47,7 +47,9 @@ D_MODEL, D_K = 128, 64  # for the marks: where real attention logits sit
 
 z = experiments.softmax_rows(SEED, ROWS, N)  # (rows, n), standard normal
 all_sigmas = sorted(set(SIGMAS) | set(TABLE_SIGMAS) | set(HIST_SIGMAS))
-logits = torch.tensor(all_sigmas)[:, None, None] * z  # (sigmas, rows, n), all in one batch
+logits = (
+    torch.tensor(all_sigmas)[:, None, None] * z
+)  # (sigmas, rows, n), all in one batch
 all_norms = attnscale.softmax_jacobian_norm(logits)  # (sigmas, rows)
 p_max = attnscale.max_probability(logits)  # (sigmas, rows)
 norms = dict(zip(all_sigmas, all_norms, strict=True))
@@ -59,10 +61,16 @@ saturated = {
 print(" sigma | mean |J|_F  median |J|_F | saturated (max p > 0.99)")
 for sigma in TABLE_SIGMAS:
     f = norms[sigma]
-    print(f"{sigma:6g} | {f.mean():10.3f} {f.median():13.4f} | {saturated[0.99][sigma]:8.1%}")
+    print(
+        f"{sigma:6g} | {f.mean():10.3f} {f.median():13.4f} | "
+        f"{saturated[0.99][sigma]:8.1%}"
+    )
 # The fact-check's claim 2.2 calls the same function on the same rows.
 peak, peak_value = experiments.jacobian_norm_peak(z)
-print(f"the mean norm peaks at sigma = {peak:.2f} (grid step 2^(1/4)), value {peak_value:.3f}")
+print(
+    f"the mean norm peaks at sigma = {peak:.2f} (grid step 2^(1/4)), value "
+    f"{peak_value:.3f}"
+)
 
 # %%
 # Where do real attention logits sit? Scaled scores of unit-variance $q, k$ have $\sigma = 1$;
@@ -71,7 +79,9 @@ print(f"the mean norm peaks at sigma = {peak:.2f} (grid step 2^(1/4)), value {pe
 # [init_projection_variance][attnscale.init_projection_variance]), which lowers $\sigma$.
 
 var_default = attnscale.init_projection_variance("default", D_MODEL, D_K)
-sigma_default = attnscale.scaled_dot_product_moments(D_K, var_q=var_default, var_k=var_default).std
+sigma_default = attnscale.scaled_dot_product_moments(
+    D_K, var_q=var_default, var_k=var_default
+).std
 marks = {
     "scaled, default init": sigma_default,
     "scaled, unit variance": 1.0,
@@ -90,7 +100,9 @@ def plot_jacobian_norm_vs_sigma(sigmas, norms, *, marks, ax):
     v = norms.double().numpy()  # (sigmas, rows)
     lo, med, hi = np.quantile(v, [0.1, 0.5, 0.9], axis=1)
     # statistics of one quantity: greys, never a strategy's colour
-    ax.fill_between(sigmas, lo, hi, color=GREYS[2], alpha=0.35, linewidth=0, label="10-90% of rows")
+    ax.fill_between(
+        sigmas, lo, hi, color=GREYS[2], alpha=0.35, linewidth=0, label="10-90% of rows"
+    )
     ax.plot(sigmas, v.mean(axis=1), "-", color=GREYS[0], linewidth=1.8, label="mean")
     ax.plot(sigmas, med, "--", color=GREYS[1], linewidth=1.6, label="median")
     vmarks(ax, marks)
@@ -113,7 +125,9 @@ def plot_saturation_vs_sigma(sigmas, fractions, *, ax):
 
 
 fig, (ax_j, ax_s) = plt.subplots(1, 2, figsize=(7, 4.2), layout="constrained")
-plot_jacobian_norm_vs_sigma(SIGMAS, torch.stack([norms[s] for s in SIGMAS]), marks=marks, ax=ax_j)
+plot_jacobian_norm_vs_sigma(
+    SIGMAS, torch.stack([norms[s] for s in SIGMAS]), marks=marks, ax=ax_j
+)
 ax_j.set_title(f"Jacobian norm, $n = {N}$")
 plot_saturation_vs_sigma(
     SIGMAS,
@@ -122,7 +136,9 @@ plot_saturation_vs_sigma(
 )
 ax_s.set_title("Saturated rows")
 # the left panel's legend (curves and marked scales) below the figure, clear of the band
-fig.legend(*ax_j.get_legend_handles_labels(), loc="outside lower center", ncols=4, fontsize=8)
+fig.legend(
+    *ax_j.get_legend_handles_labels(), loc="outside lower center", ncols=4, fontsize=8
+)
 ax_j.get_legend().remove()
 fig.suptitle("Softmax Jacobian norm and saturation against the logit scale $\\sigma$")
 
@@ -168,7 +184,10 @@ for sigma in HIST_SIGMAS:
     f = norms[sigma]
     dead = (f < 1e-3).double().mean().item()
     live = (f > 0.1).double().mean().item()
-    print(f"sigma = {sigma:3d}: rows with |J|_F < 1e-3: {dead:6.1%}, with |J|_F > 0.1: {live:6.1%}")
+    print(
+        f"sigma = {sigma:3d}: rows with |J|_F < 1e-3: {dead:6.1%}, with |J|_F > 0.1: "
+        f"{live:6.1%}"
+    )
 
 # %%
 # At small $\sigma$ every row has about the same norm. At large $\sigma$ the rows split: one

@@ -44,7 +44,9 @@ print(f"            range [{scores.min():.1f}, {scores.max():.1f}]")
 rows = {f"T = {t:g}": attnscale.tempered_softmax(scores, t) for t in SHOW_T}
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
 plot_probability_rows(rows, ax=ax, xlabel="key $j$")
-ax.set_title(f"$\\mathrm{{softmax}}(s / T)$ of one row of raw scores, $n = {N}$, $d_k = {D_K}$")
+ax.set_title(
+    f"$\\mathrm{{softmax}}(s / T)$ of one row of raw scores, $n = {N}$, $d_k = {D_K}$"
+)
 for t in SHOW_T:
     h = attnscale.softmax_entropy(scores, temperature=t).item()
     p_max = attnscale.max_probability(scores, temperature=t).item()
@@ -87,8 +89,16 @@ def plot_entropy_vs_temperature(temperatures, entropies, *, log_n, marks, ax):
     """Entropy of softmax(z / T) against the temperature T, on a log axis."""
     for k, (label, h) in enumerate(entropies.items()):
         # statistics of one quantity: greys, never a strategy's colour
-        ax.plot(temperatures, h.double().numpy(), color=GREYS[k % 2], linewidth=1.8, label=label)
-    ax.axhline(log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)")
+        ax.plot(
+            temperatures,
+            h.double().numpy(),
+            color=GREYS[k % 2],
+            linewidth=1.8,
+            label=label,
+        )
+    ax.axhline(
+        log_n, color="0.3", linestyle=":", linewidth=1, label="$\\log n$ (uniform)"
+    )
     vmarks(ax, marks)
     ax.set_xscale("log")
     ax.set_xlabel("temperature $T$")
@@ -100,9 +110,12 @@ many_q = torch.randn(ROWS, 1, D_K, generator=gen)  # (rows, 1, d_k)
 many_k = torch.randn(ROWS, N, D_K, generator=gen)  # (rows, n, d_k)
 many_scores = (many_q * many_k).sum(dim=-1)  # (rows, n)
 temps = torch.tensor(TEMPERATURES)  # (temps,)
-# softmax(s / T) for every T in one batch: divide, then take entropies along the last dim.
+# softmax(s / T) for every T in one batch: divide, then take entropies along the last
+# dim.
 h_row = attnscale.softmax_entropy(scores / temps[:, None])  # (temps,)
-h_mean = attnscale.softmax_entropy(many_scores / temps[:, None, None]).mean(dim=-1)  # (temps,)
+h_mean = attnscale.softmax_entropy(many_scores / temps[:, None, None]).mean(
+    dim=-1
+)  # (temps,)
 fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
 plot_entropy_vs_temperature(
     TEMPERATURES,
@@ -112,10 +125,15 @@ plot_entropy_vs_temperature(
     ax=ax,
 )
 ax.set_title(
-    f"Entropy of $\\mathrm{{softmax}}(s / T)$ against temperature, $n = {N}$, $d_k = {D_K}$"
+    "Entropy of $\\mathrm{softmax}(s / T)$ against temperature, "
+    f"$n = {N}$, $d_k = {D_K}$"
 )
 for t in (1.0, math.sqrt(D_K)):
-    h = attnscale.softmax_entropy(many_scores, temperature=t, normalized=True).mean().item()
+    h = (
+        attnscale.softmax_entropy(many_scores, temperature=t, normalized=True)
+        .mean()
+        .item()
+    )
     print(f"T = {t:4g}: mean normalised entropy over the rows = {h:.3f}")
 
 # %%

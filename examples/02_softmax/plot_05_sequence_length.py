@@ -83,7 +83,8 @@ def log_n(n: int) -> float:
 
 
 def yarn_factor(s: float) -> float:
-    """YaRN's factor on the logits for an extension by s: (0.1 ln s + 1) on q and on k."""
+    """YaRN's factor on the logits for an extension by s: (0.1 ln s + 1) on q and on
+    k."""
     return (0.1 * math.log(s) + 1) ** 2
 
 
@@ -129,7 +130,9 @@ theory = {
     for sigma in SIGMAS
 }
 
-fig, axes = plt.subplots(2, len(SIGMAS), figsize=(12, 7.6), sharex=True, layout="constrained")
+fig, axes = plt.subplots(
+    2, len(SIGMAS), figsize=(12, 7.6), sharex=True, layout="constrained"
+)
 # later curves are drawn over earlier ones, each in its own line style and marker
 looks = {
     "fixed scale": ("-", "o", 7),
@@ -173,7 +176,9 @@ for col, sigma in enumerate(SIGMAS):
     ax_p.set_xlabel("keys per row $n$")
 axes[0, 0].set_ylabel("normalised entropy $H / \\log n$")
 axes[1, 0].set_ylabel("largest weight $\\max_j p_j$")
-fig.suptitle(f"Rows of n Gaussian logits, up to {ROWS} rows per n, by the logit spread sigma")
+fig.suptitle(
+    f"Rows of n Gaussian logits, up to {ROWS} rows per n, by the logit spread sigma"
+)
 figures.one_legend(fig, ncols=3)
 
 # %%
@@ -181,7 +186,10 @@ figures.one_legend(fig, ncols=3)
 
 Table(
     ["n", "c(n), log-n", "c(n), YaRN dynamic", "c(n), YaRN static"],
-    [[n, f"{log_n(n):.2f}", f"{yarn_dynamic(n):.2f}", f"{yarn_static(n):.2f}"] for n in LENGTHS],
+    [
+        [n, f"{log_n(n):.2f}", f"{yarn_dynamic(n):.2f}", f"{yarn_static(n):.2f}"]
+        for n in LENGTHS
+    ],
 )
 
 # %%
@@ -245,7 +253,8 @@ window = range(at_n0 + 1)  # lengths inside the training window, n <= n0
 for sigma in SIGMAS:
     h, p = entropy[sigma, "fixed scale"], largest[sigma, "fixed scale"]
     print(
-        f"sigma = {label(sigma)}, fixed scale: H/log n {h[first]:.3f} at n = {LENGTHS[first]}, "
+        f"sigma = {label(sigma)}, fixed scale: H/log n {h[first]:.3f} at n = "
+        f"{LENGTHS[first]}, "
         f"{h[last]:.3f} at n = {LENGTHS[last]};\n  the best key's weight falls "
         f"{p[first] / p[last]:.0f}-fold over the range, while n grows "
         f"{LENGTHS[last] // LENGTHS[first]}-fold"
@@ -255,7 +264,8 @@ for sigma in SIGMAS:
     measured = [entropy[sigma, "fixed scale"][LENGTHS.index(n)] for n in ns]
     gap = max(abs(t - m) for t, m in zip(predicted, measured, strict=True))
     print(
-        f"sigma = {label(sigma)}: largest gap between prediction and measurement {gap:.3f} "
+        f"sigma = {label(sigma)}: largest gap between prediction and measurement "
+        f"{gap:.3f} "
         f"(n from {ns[0]})"
     )
 for sigma in SIGMAS:
@@ -263,9 +273,15 @@ for sigma in SIGMAS:
         f"{short[k]} {largest[sigma, k][last] / largest[sigma, k][at_n0]:.2g}"
         for k in ("fixed scale", "log-n scaling, SSMax", "YaRN, dynamic")
     )
-    print(f"sigma = {label(sigma)}: best key's weight at n = {LENGTHS[last]} / at n0: {ratios}")
+    print(
+        f"sigma = {label(sigma)}: best key's weight at n = {LENGTHS[last]} / at n0: "
+        f"{ratios}"
+    )
 for sigma in SIGMAS:
-    below = [entropy[sigma, "YaRN, dynamic"][i] - entropy[sigma, "YaRN, static"][i] for i in window]
+    below = [
+        entropy[sigma, "YaRN, dynamic"][i] - entropy[sigma, "YaRN, static"][i]
+        for i in window
+    ]
     print(
         f"sigma = {label(sigma)}: inside the training window static YaRN's H/log n is "
         f"{min(below):.3f} to {max(below):.3f} below dynamic YaRN's"
@@ -281,7 +297,8 @@ print(
 )
 print(
     f"factor at n = {LENGTHS[last]}: log-n {log_n(LENGTHS[last]):.2f}, "
-    f"YaRN dynamic {yarn_dynamic(LENGTHS[last]):.2f}; YaRN static {yarn_static(N0):.2f} at "
+    f"YaRN dynamic {yarn_dynamic(LENGTHS[last]):.2f}; YaRN static "
+    f"{yarn_static(N0):.2f} at "
     "every n"
 )
 

@@ -30,7 +30,9 @@ def softmax_health(logits: torch.Tensor) -> dict[str, torch.Tensor]:
 # %%
 # ## Using it
 
-z = torch.randn(1000, 64, generator=torch.Generator().manual_seed(0))  # 1000 rows, 64 keys
+z = torch.randn(
+    1000, 64, generator=torch.Generator().manual_seed(0)
+)  # 1000 rows, 64 keys
 for sigma in (1, 4, 16, 32):
     health = softmax_health(sigma * z)
     print(f"sigma {sigma}:")
@@ -52,7 +54,9 @@ ours = softmax_health(logits)
 library = {
     "entropy / log n": attnscale.softmax_entropy(logits, normalized=True),
     "largest weight": attnscale.max_probability(logits),
-    "Jacobian, Frobenius norm": attnscale.softmax_jacobian_norm(logits, norm="frobenius"),
+    "Jacobian, Frobenius norm": attnscale.softmax_jacobian_norm(
+        logits, norm="frobenius"
+    ),
     "Jacobian, spectral norm": attnscale.softmax_jacobian_norm(logits, norm="spectral"),
 }
 for name, values in library.items():

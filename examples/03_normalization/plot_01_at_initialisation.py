@@ -18,11 +18,14 @@ from guide import style
 style.use_style()
 
 SEED = 0
-D_MODEL = 64  # input width; default-init projections give Var(q_i) of about 1/3 for any width
+D_MODEL = (
+    64  # input width; default-init projections give Var(q_i) of about 1/3 for any width
+)
 SEQ_LEN = 64  # tokens per sequence (keys per attention row)
 BATCH = 2
 D_KS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
-# Each strategy of the library, plus Gemma-2's tanh soft-cap (cap 50) on top of 1/sqrt(d_k).
+# Each strategy of the library, plus Gemma-2's tanh soft-cap (cap 50) on top of
+# 1/sqrt(d_k).
 VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
 
@@ -45,16 +48,26 @@ with torch.no_grad():
     for d_k in D_KS:
         for label, (name, cap) in VARIANTS.items():
             torch.manual_seed(SEED)
-            mha = attnscale.MultiHeadAttention(D_MODEL, 1, head_dim=d_k, strategy=name, softcap=cap)
+            mha = attnscale.MultiHeadAttention(
+                D_MODEL, 1, head_dim=d_k, strategy=name, softcap=cap
+            )
             # Only the logits matter here, so skip the value and output projections.
             q = mha.q_proj(x).unsqueeze(1)  # (batch, 1 head, seq_len, d_k)
             k = mha.k_proj(x).unsqueeze(1)  # (batch, 1 head, seq_len, d_k)
             v = torch.zeros(BATCH, 1, SEQ_LEN, 1)  # (batch, 1 head, seq_len, 1)
             res = attnscale.scaled_dot_product_attention(
-                q, k, v, strategy=mha.strategy, softcap=cap, need_weights=True, need_logits=True
+                q,
+                k,
+                v,
+                strategy=mha.strategy,
+                softcap=cap,
+                need_weights=True,
+                need_logits=True,
             )
             # within-row std, as defined on the metrics reference page
-            logit_std[label].append(float(res.logits.var(-1, correction=0).mean().sqrt()))
+            logit_std[label].append(
+                float(res.logits.var(-1, correction=0).mean().sqrt())
+            )
             entropy[label].append(
                 attnscale.softmax_entropy(res.logits, normalized=True).mean().item()
             )
@@ -83,8 +96,8 @@ plot_strategy_curves(
 fig.legend(*ax1.get_legend_handles_labels(), loc="outside lower center", ncol=4)
 fig.suptitle("Logit spread and attention entropy at initialisation, per strategy")
 
-# Curves that coincide at this figure's scale: within 10% of each other at every d_k, in both
-# panels (the largest gap in each group is printed).
+# Curves that coincide at this figure's scale: within 10% of each other at every d_k, in
+# both panels (the largest gap in each group is printed).
 TOUCH = 0.1
 names = style.text_labels(VARIANTS)
 
@@ -106,7 +119,8 @@ for label in VARIANTS:
     else:
         home.append(label)
 print(
-    f"{len(VARIANTS)} legend entries, {len(groups)} visibly distinct curves; on top of each other:"
+    f"{len(VARIANTS)} legend entries, {len(groups)} visibly distinct curves; on top of "
+    f"each other:"
 )
 for group in (g for g in groups if len(g) > 1):
     largest = max(gap(a, b) for a in group for b in group if a != b)
@@ -125,7 +139,10 @@ print(
 )
 for label in VARIANTS:
     s, h = logit_std[label], entropy[label]
-    print(f"{label:<22} {s[0]:9.3f} {s[-1]:10.3f} {s[-1] / s[0]:8.2f} {h[0]:11.3f} {h[-1]:13.3f}")
+    print(
+        f"{label:<22} {s[0]:9.3f} {s[-1]:10.3f} {s[-1] / s[0]:8.2f} {h[0]:11.3f} "
+        f"{h[-1]:13.3f}"
+    )
 
 # %%
 # ## What the measurement says

@@ -45,7 +45,9 @@ VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)  # Gemma-2's cap on top of 1/sqr
 torch.manual_seed(SEED)
 x = torch.randn(BATCH, SEQ_LEN, D_MODEL)
 n_g = len(GAINS)
-gains = torch.tensor(GAINS, dtype=torch.float32).view(n_g, 1, 1, 1, 1)  # (g, 1, 1, 1, 1)
+gains = torch.tensor(GAINS, dtype=torch.float32).view(
+    n_g, 1, 1, 1, 1
+)  # (g, 1, 1, 1, 1)
 entropy: dict[str, list[float]] = {}
 max_logit: dict[str, list[float]] = {}
 spread: dict[str, list[float]] = {}  # within-row logit std, mean over rows
@@ -55,18 +57,27 @@ with torch.no_grad():
         mha = attnscale.MultiHeadAttention(
             D_MODEL, NUM_HEADS, strategy=name, softcap=cap, bias=False
         )
-        # Without biases, scaling W_q and W_k by g scales q and k by g exactly, so every g
-        # runs in one batched call: the g values are stacked along the batch dimension.
+        # Without biases, scaling W_q and W_k by g scales q and k by g exactly, so every
+        # g runs in one batched call: the g values are stacked along the batch
+        # dimension.
         q, k = mha.project_qk(x)  # (batch, heads, seq_len, d_k) each
         q_g = (gains * q).flatten(0, 1)  # (g * batch, heads, seq_len, d_k)
         k_g = (gains * k).flatten(0, 1)  # (g * batch, heads, seq_len, d_k)
         v = torch.zeros_like(k_g[..., :1])  # values do not affect the weights
         res = attnscale.scaled_dot_product_attention(
-            q_g, k_g, v, strategy=mha.strategy, softcap=cap, need_weights=True, need_logits=True
+            q_g,
+            k_g,
+            v,
+            strategy=mha.strategy,
+            softcap=cap,
+            need_weights=True,
+            need_logits=True,
         )
         w = res.weights.view(n_g, BATCH, NUM_HEADS, SEQ_LEN, SEQ_LEN)  # (g, b, h, n, n)
         logits = res.logits.view(n_g, -1)  # (g, b * h * n * n)
-        h = attnscale.softmax_entropy(res.logits, normalized=True)  # (g * batch, heads, n)
+        h = attnscale.softmax_entropy(
+            res.logits, normalized=True
+        )  # (g * batch, heads, n)
         entropy[label] = h.view(n_g, -1).mean(dim=1).tolist()
         max_logit[label] = logits.abs().amax(dim=1).tolist()
         row_std = res.logits.std(dim=-1, correction=0).view(n_g, -1)  # (g, rows)
@@ -108,7 +119,8 @@ fig.suptitle("Attention entropy and largest logit as $W_q$, $W_k$ grow, per stra
 # %%
 print(f"collapse threshold: entropy / ln n < {THRESHOLD}")
 print(
-    f"{'strategy':<22} {'g at collapse':>14} {'spread @ g=1':>13} {'spread @ collapse':>18} "
+    f"{'strategy':<22} {'g at collapse':>14} {'spread @ g=1':>13} "
+    f"{'spread @ collapse':>18} "
     f"{'H @ g=10':>9} {'H @ g=100':>10} {'max|l| @100':>12}"
 )
 log_g = np.log(GAINS)
@@ -121,19 +133,23 @@ for label in VARIANTS:
     if below.size and below[0] == 0:
         where = spread_text = "< 1"
     elif below.size:
-        j = below[0]  # interpolate log g (and log spread) linearly in entropy, points j-1 and j
+        j = below[
+            0
+        ]  # interpolate log g (and log spread) linearly in entropy, points j-1 and j
         t = (h[j - 1] - THRESHOLD) / (h[j - 1] - h[j])
         where = f"{math.exp(log_g[j - 1] + t * (log_g[j] - log_g[j - 1])):.1f}"
         log_s = np.log(spread[label])
         at_collapse[label] = math.exp(log_s[j - 1] + t * (log_s[j] - log_s[j - 1]))
         spread_text = f"{at_collapse[label]:.2f}"
     print(
-        f"{label:<22} {where:>14} {spread[label][0]:13.3f} {spread_text:>18} {h[i10]:9.3f} "
+        f"{label:<22} {where:>14} {spread[label][0]:13.3f} {spread_text:>18} "
+        f"{h[i10]:9.3f} "
         f"{h[-1]:10.3f} {max_logit[label][-1]:12.1f}"
     )
 values = list(at_collapse.values())
 print(
-    f"within-row logit spread at collapse, over the {len(values)} strategies that collapse: "
+    f"within-row logit spread at collapse, over the {len(values)} strategies that "
+    f"collapse: "
     f"{min(values):.2f} to {max(values):.2f}"
 )
 

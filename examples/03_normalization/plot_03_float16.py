@@ -28,7 +28,9 @@ TOLERANCE = 0.01  # "resolution lost": some attention weight off by more than th
 FP16_MAX = float(torch.finfo(torch.float16).max)
 VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
-NAIVE = "inverse_sqrt after fp16 QKᵀ"  # the bug class: scale applied to the fp16 product
+NAIVE = (
+    "inverse_sqrt after fp16 QKᵀ"  # the bug class: scale applied to the fp16 product
+)
 
 # %%
 # ## Where float16 loses accuracy, and where it overflows
@@ -41,7 +43,10 @@ NAIVE = "inverse_sqrt after fp16 QKᵀ"  # the bug class: scale applied to the f
 # bases; the library scales $q$ first.
 
 # %%
-print(f"float16 max = {FP16_MAX:.0f}, machine epsilon = {torch.finfo(torch.float16).eps:.2e}")
+print(
+    f"float16 max = {FP16_MAX:.0f}, machine epsilon = "
+    f"{torch.finfo(torch.float16).eps:.2e}"
+)
 torch.manual_seed(SEED)
 x64 = torch.randn(BATCH, SEQ_LEN, D_MODEL, dtype=torch.float64)
 x16 = x64.half()
@@ -59,7 +64,9 @@ def per_head(w: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     return y.transpose(2, 3).flatten(0, 1)  # (g * batch, heads, seq_len, d_k)
 
 
-def record(label: str, logits16: torch.Tensor, w16: torch.Tensor, ref: torch.Tensor) -> None:
+def record(
+    label: str, logits16: torch.Tensor, w16: torch.Tensor, ref: torch.Tensor
+) -> None:
     logits16 = logits16.view(n_g, -1)  # (g, everything else)
     err = (w16.double() - ref.weights).abs().view(n_g, -1).amax(dim=1)  # (g,)
     finite = torch.isfinite(logits16).all(dim=1) & torch.isfinite(err)  # (g,)
@@ -75,22 +82,33 @@ with torch.no_grad():
         mha = attnscale.MultiHeadAttention(
             D_MODEL, NUM_HEADS, strategy=name, softcap=cap, bias=False
         ).double()
-        # One stacked copy of W_q and W_k per g, rounded to float16 like a float16 model's.
+        # One stacked copy of W_q and W_k per g, rounded to float16 like a float16
+        # model's.
         w_q, w_k = gains * mha.q_proj.weight, gains * mha.k_proj.weight  # (g, out, in)
         q64, k64 = per_head(w_q, x64), per_head(w_k, x64)
         q16, k16 = per_head(w_q.half(), x16), per_head(w_k.half(), x16)
         v64, v16 = torch.zeros_like(k64[..., :1]), torch.zeros_like(k16[..., :1])
         strategy16 = copy.deepcopy(mha.strategy).half()
         kwargs = {"softcap": cap, "need_weights": True, "need_logits": True}
-        ref = attnscale.scaled_dot_product_attention(q64, k64, v64, strategy=mha.strategy, **kwargs)
-        r16 = attnscale.scaled_dot_product_attention(q16, k16, v16, strategy=strategy16, **kwargs)
+        ref = attnscale.scaled_dot_product_attention(
+            q64, k64, v64, strategy=mha.strategy, **kwargs
+        )
+        r16 = attnscale.scaled_dot_product_attention(
+            q16, k16, v16, strategy=strategy16, **kwargs
+        )
         record(label, r16.logits, r16.weights, ref)
-        if label == "inverse_sqrt":  # same weights, the naive order: fp16 product, then scale
-            logits16 = (q16 @ k16.transpose(-2, -1)) * mha.head_dim**-0.5  # (g*b, h, n, n)
+        if (
+            label == "inverse_sqrt"
+        ):  # same weights, the naive order: fp16 product, then scale
+            logits16 = (
+                q16 @ k16.transpose(-2, -1)
+            ) * mha.head_dim**-0.5  # (g*b, h, n, n)
             record(NAIVE, logits16, torch.softmax(logits16.float(), dim=-1), ref)
 
 names = style.labels(error) | {NAIVE: r"$1/\sqrt{d_k}$ after the fp16 $QK^\top$"}
-first_bad = {label: np.nonzero(np.array(error[label]) > TOLERANCE)[0] for label in error}
+first_bad = {
+    label: np.nonzero(np.array(error[label]) > TOLERANCE)[0] for label in error
+}
 thresholds = {
     names.get(label, label): {
         f"a weight off by more than {TOLERANCE}": (
@@ -102,7 +120,10 @@ thresholds = {
 }
 fig, ax = plt.subplots(figsize=(7, 4.2), layout="constrained")
 figures.plot_threshold_dots(
-    thresholds, xlim=(float(GAINS[0]), float(GAINS[-1])), ax=ax, xlabel="weight scale $g$"
+    thresholds,
+    xlim=(float(GAINS[0]), float(GAINS[-1])),
+    ax=ax,
+    xlabel="weight scale $g$",
 )
 ax.set_title("First weight scale $g$ at which float16 attention goes wrong")
 ax.set_ylabel("scaling strategy")
@@ -130,10 +151,13 @@ for label in error:
     g_err = f"{GAINS[bad[0]]:.2f}" if bad.size else "never"
     l_err = f"{max_logit[label][bad[0]]:.1f}" if bad.size else "-"
     g_ovf = f"{overflow[label]:.2f}" if label in overflow else "never"
-    print(f"{label:<32} {g_err:>14} {l_err:>13} {g_ovf:>12} {max_logit[label][-1]:15.1f}")
+    print(
+        f"{label:<32} {g_err:>14} {l_err:>13} {g_ovf:>12} {max_logit[label][-1]:15.1f}"
+    )
 print(
     f"resolution lost at largest logits of {min(lost_at):.0f} to {max(lost_at):.0f}, "
-    f"{FP16_MAX / max(lost_at):.0f} to {FP16_MAX / min(lost_at):.0f} times below the float16 maximum"
+    f"{FP16_MAX / max(lost_at):.0f} to {FP16_MAX / min(lost_at):.0f} times below the "
+    f"float16 maximum"
 )
 
 # %%

@@ -25,8 +25,11 @@ D_MODEL = 256
 NUM_HEADS = 4  # head dimension d_k = 64
 SEQ_LEN = 64
 BATCH = 4
-GAIN = 10.0  # weight growth factor applied to W_q and W_k for the "under growth" columns
-# Timing shape (small, so the docs build stays fast; see benchmarks/bench_scaling.py for more).
+GAIN = (
+    10.0  # weight growth factor applied to W_q and W_k for the "under growth" columns
+)
+# Timing shape (small, so the docs build stays fast; see benchmarks/bench_scaling.py for
+# more).
 TIME_BATCH, TIME_LEN, REPEATS = 2, 64, 9
 VARIANTS = {name: (name, None) for name in attnscale.SCALING_STRATEGIES}
 VARIANTS["softcap_50"] = ("inverse_sqrt", 50.0)
@@ -54,7 +57,9 @@ modules: dict[str, attnscale.MultiHeadAttention] = {}
 with torch.no_grad():
     for label, (name, cap) in VARIANTS.items():
         torch.manual_seed(SEED)
-        mha = attnscale.MultiHeadAttention(D_MODEL, NUM_HEADS, strategy=name, softcap=cap)
+        mha = attnscale.MultiHeadAttention(
+            D_MODEL, NUM_HEADS, strategy=name, softcap=cap
+        )
         modules[label] = mha
         init = mha(x, need_weights=True, need_logits=True)
         mha.q_proj.weight.mul_(GAIN)
@@ -64,9 +69,13 @@ with torch.no_grad():
         mha.k_proj.weight.div_(GAIN)
         measured[label] = {
             "params": sum(p.numel() for p in mha.strategy.parameters()),
-            "std0": float(init.logits.var(-1, correction=0).mean().sqrt()),  # within-row
+            "std0": float(
+                init.logits.var(-1, correction=0).mean().sqrt()
+            ),  # within-row
             "h0": attnscale.softmax_entropy(init.logits, normalized=True).mean().item(),
-            "h_grown": attnscale.softmax_entropy(grown.logits, normalized=True).mean().item(),
+            "h_grown": attnscale.softmax_entropy(grown.logits, normalized=True)
+            .mean()
+            .item(),
             "max_grown": float(grown.logits.abs().max()),
         }
 
@@ -80,7 +89,9 @@ for rep in range(REPEATS + 2):  # the first two rounds are warm-up
         if rep >= 2:
             times[label].append(time.perf_counter() - start)
 median = {label: sorted(t)[len(t) // 2] for label, t in times.items()}
-for label in VARIANTS:  # per round, against 1/sqrt(d_k) in the same round: one load for both
+for (
+    label
+) in VARIANTS:  # per round, against 1/sqrt(d_k) in the same round: one load for both
     ratios = torch.tensor(times[label]) / torch.tensor(times["inverse_sqrt"])
     q1, q2, q3 = torch.quantile(ratios, torch.tensor([0.25, 0.5, 0.75])).tolist()
     measured[label] |= {"cost": q2, "cost_q1": q1, "cost_q3": q3}
@@ -104,15 +115,22 @@ print(
 
 
 # %%
-def plot_strategy_bars(labels, values, *, ax, xlabel, colors, reference=None, spread=None):
+def plot_strategy_bars(
+    labels, values, *, ax, xlabel, colors, reference=None, spread=None
+):
     """Horizontal bars, one per strategy, each with its value printed at its end."""
     v = np.asarray(values, dtype=float)
     y = np.arange(len(labels))[::-1]  # the first strategy on top
     ax.barh(y, v, color=colors, height=0.6)
     ends = v
     if spread is not None:  # whiskers from low to high
-        low, high = np.asarray(spread[0], dtype=float), np.asarray(spread[1], dtype=float)
-        ax.errorbar(v, y, xerr=[v - low, high - v], fmt="none", ecolor="0.45", capsize=2, lw=1.0)
+        low, high = (
+            np.asarray(spread[0], dtype=float),
+            np.asarray(spread[1], dtype=float),
+        )
+        ax.errorbar(
+            v, y, xerr=[v - low, high - v], fmt="none", ecolor="0.45", capsize=2, lw=1.0
+        )
         ends = np.maximum(v, high)
     for yi, vi, end in zip(y, v, ends, strict=True):
         ax.annotate(
@@ -133,7 +151,9 @@ def plot_strategy_bars(labels, values, *, ax, xlabel, colors, reference=None, sp
 labels = list(VARIANTS)
 display = style.labels(labels)  # display labels, from the site's one table
 shown = [display[v] for v in labels]
-colours = list(style.colours(labels).values())  # each strategy's colour, as on every page
+colours = list(
+    style.colours(labels).values()
+)  # each strategy's colour, as on every page
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3.6), layout="constrained")
 plot_strategy_bars(
     shown,
@@ -142,7 +162,10 @@ plot_strategy_bars(
     xlabel="CPU time per call / that of $1/\\sqrt{d_k}$",
     reference=1.0,
     colors=colours,
-    spread=([measured[v]["cost_q1"] for v in labels], [measured[v]["cost_q3"] for v in labels]),
+    spread=(
+        [measured[v]["cost_q1"] for v in labels],
+        [measured[v]["cost_q3"] for v in labels],
+    ),
 )
 plot_strategy_bars(
     shown,
@@ -152,7 +175,9 @@ plot_strategy_bars(
     colors=colours,
 )
 ax2.set_yticks([])
-fig.suptitle("CPU time (forward+backward) and robustness to weight growth, per strategy")
+fig.suptitle(
+    "CPU time (forward+backward) and robustness to weight growth, per strategy"
+)
 print(
     f"weight growth for the measured columns: g = {GAIN:g} on W_q and W_k; d_k = "
     f"{D_MODEL // NUM_HEADS}, {SEQ_LEN} keys"
@@ -175,7 +200,11 @@ print(
 DESCRIBE = {  # where it acts, core idea, what it bounds
     "none": ("logits", "softmax(q·k)", "nothing"),
     "inverse_sqrt": ("logits", "Var(q·k) = d_k at init → 1", "init variance only"),
-    "inverse_d": ("logits", "q, k correlate in training: q·k ∝ d_k", "width growth after training"),
+    "inverse_d": (
+        "logits",
+        "q, k correlate in training: q·k ∝ d_k",
+        "width growth after training",
+    ),
     "learnable_temperature": ("logits", "α_h learned, init 1/√d_k", "nothing"),
     "qk_layernorm": ("q, k per head", "LN(q)·LN(k)/√d_k", "|l| ≤ √d_k·gains"),
     "qk_rmsnorm": ("q, k per head", "RMS(q)·RMS(k)/√d_k", "|l| ≤ √d_k·gains"),

@@ -23,7 +23,12 @@ from guide.figures import one_legend
 style.use_style()
 
 SEED = 0
-D_KS = (16, 64, 256, 1024)  # query and key width d_k; the additive layer gets hidden = d_k
+D_KS = (
+    16,
+    64,
+    256,
+    1024,
+)  # query and key width d_k; the additive layer gets hidden = d_k
 BATCH = 4  # independent sets of queries and keys
 Q_LEN = 16  # queries per set: BATCH * Q_LEN attention rows per d_k
 K_LEN = 64  # keys per row, n
@@ -75,38 +80,52 @@ with torch.no_grad():
         logits = {"additive": additive(q, k, v, need_logits=True).logits}
         for name in ("none", "inverse_sqrt"):  # one head: (batch, 1, length, d_k)
             res = attnscale.scaled_dot_product_attention(
-                q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1), strategy=name, need_logits=True
+                q.unsqueeze(1),
+                k.unsqueeze(1),
+                v.unsqueeze(1),
+                strategy=name,
+                need_logits=True,
             )
             logits[name] = res.logits.squeeze(1)  # (batch, q_len, k_len)
         for name, s in logits.items():
-            results[name]["std"].append(float(s.var(dim=-1, correction=0).mean().sqrt()))
+            results[name]["std"].append(
+                float(s.var(dim=-1, correction=0).mean().sqrt())
+            )
             h = attnscale.softmax_entropy(s, normalized=True)  # (batch, q_len)
             results[name]["entropy"].append(float(h.mean()))
         # What the text below relies on: the hidden units' input and the bound on |s|.
         wq_q = additive.q_proj(q)  # (batch, q_len, hidden)
-        u = wq_q.unsqueeze(2) + additive.k_proj(k).unsqueeze(1)  # (batch, q_len, k_len, hidden)
+        u = wq_q.unsqueeze(2) + additive.k_proj(k).unsqueeze(
+            1
+        )  # (batch, q_len, k_len, hidden)
         checks["var_wq_q"].append(float(wq_q.var()))
         checks["var_u"].append(float(u.var()))
         checks["max_s"].append(float(logits["additive"].abs().max()))
         checks["l1_wv"].append(float(additive.score_proj.weight.abs().sum()))
         checks["std_all"].append(float(logits["additive"].std()))
 
-    # Timing: three forwards on the same inputs, round-robin so that all see the same machine
-    # load; the fastest of REPEATS runs after one warm-up (the least disturbed by other work),
-    # on one thread (two threads wait for each other whenever another program takes a core).
-    # "projected" is the dot product after the additive layer's own W_q and W_k, so that it
-    # pays for the same projections; "inverse_sqrt" is the dot product on q and k as they are.
+    # Timing: three forwards on the same inputs, round-robin so that all see the same
+    # machine load; the fastest of REPEATS runs after one warm-up (the least disturbed
+    # by other work), on one thread (two threads wait for each other whenever another
+    # program takes a core). "projected" is the dot product after the additive layer's
+    # own W_q and W_k, so that it pays for the same projections; "inverse_sqrt" is the
+    # dot product on q and k as they are.
     sdpa = attnscale.scaled_dot_product_attention
 
     def projected_dot(layer, q, k, v):
-        """The dot product after the additive layer's projections (q, k: one head, 4-D)."""
+        """The dot product after the additive layer's projections (q, k: one head,
+        4-D)."""
         return sdpa(layer.q_proj(q), layer.k_proj(k), v)  # (batch, 1, q_len, d_v)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(THREADS)
     for d_k in D_KS:
         q, k, v = inputs[d_k]
-        q4, k4, v4 = q.unsqueeze(1), k.unsqueeze(1), v.unsqueeze(1)  # (batch, 1, length, d_k)
+        q4, k4, v4 = (
+            q.unsqueeze(1),
+            k.unsqueeze(1),
+            v.unsqueeze(1),
+        )  # (batch, 1, length, d_k)
         calls = {  # name: (function, arguments)
             "additive": (layers[d_k], (q, k, v)),
             "projected": (projected_dot, (layers[d_k], q4, k4, v4)),
@@ -213,7 +232,9 @@ print(
 # spread, because a row's scores share their query. Predicted and measured:
 
 # %%
-u_grid = torch.linspace(-12, 12, 200_001, dtype=torch.float64)  # E[tanh^2(u)], u ~ N(0, 2/3)
+u_grid = torch.linspace(
+    -12, 12, 200_001, dtype=torch.float64
+)  # E[tanh^2(u)], u ~ N(0, 2/3)
 density = torch.exp(-(u_grid**2) / (2 * 2 / 3)) / math.sqrt(2 * math.pi * 2 / 3)
 e_tanh2 = float((torch.tanh(u_grid) ** 2 * density).sum() * (u_grid[1] - u_grid[0]))
 print(f"predicted: Var(W_q q) = {1 / 3:.3f}, Var(u) = {2 / 3:.3f}, ", end="")
@@ -225,7 +246,8 @@ print(
 for i, d_k in enumerate(D_KS):
     print(
         f"{d_k:5d} {checks['var_wq_q'][i]:11.3f} {checks['var_u'][i]:7.3f} "
-        f"{checks['std_all'][i]:10.3f} {checks['max_s'][i]:8.3f} {checks['l1_wv'][i]:8.2f} "
+        f"{checks['std_all'][i]:10.3f} {checks['max_s'][i]:8.3f} "
+        f"{checks['l1_wv'][i]:8.2f} "
         f"{math.sqrt(d_k) / 2:10.2f}"
     )
 
@@ -268,11 +290,18 @@ for i, d_k in enumerate(D_KS):
 # path:
 
 # %%
-print("counts per forward for the whole batch, from the formulas; float32 intermediate sizes")
-print(f"timed on this machine: {os.cpu_count()} logical CPU cores, {THREADS} torch thread(s)")
+print(
+    "counts per forward for the whole batch, from the formulas; float32 intermediate "
+    "sizes"
+)
+print(
+    f"timed on this machine: {os.cpu_count()} logical CPU cores, {THREADS} torch "
+    f"thread(s)"
+)
 print(
     f"{'d_k':>5} | {'multiply-adds: proj.':>20} {'w_v':>8} {'QK^T':>8} {'tanh':>8} | "
-    f"{'MB: add.':>8} {'dot':>5} | {'ms: add.':>8} {'proj.+dot':>9} {'dot':>6} | {'add./(proj.+dot)':>16}"
+    f"{'MB: add.':>8} {'dot':>5} | {'ms: add.':>8} {'proj.+dot':>9} {'dot':>6} | "
+    f"{'add./(proj.+dot)':>16}"
 )
 for i, d_k in enumerate(D_KS):
     h = d_k
@@ -283,7 +312,8 @@ for i, d_k in enumerate(D_KS):
         1e3 * results[n]["time"][i] for n in ("additive", "projected", "inverse_sqrt")
     )
     print(
-        f"{d_k:5d} | {proj:20.2e} {pairs * h:8.2e} {pairs * d_k:8.2e} {pairs * h:8.2e} | "
+        f"{d_k:5d} | {proj:20.2e} {pairs * h:8.2e} {pairs * d_k:8.2e} {pairs * h:8.2e} "
+        f"| "
         f"{mb_add:8.1f} {mb_dot:5.2f} | {t_add:8.2f} {t_proj:9.2f} {t_dot:6.2f} | "
         f"{t_add / t_proj:16.1f}"
     )
@@ -292,14 +322,18 @@ for i, d_k in enumerate(D_KS):
 fig, ax = plt.subplots(figsize=(5.5, 3.4))
 plot_strategy_curves(
     D_KS,
-    {name: [1e3 * t for t in results[name]["time"]] for name in ("additive", "projected")},
+    {
+        name: [1e3 * t for t in results[name]["time"]]
+        for name in ("additive", "projected")
+    },
     ax=ax,
     xlabel="query and key width $d_k$ (hidden $h = d_k$)",
     ylabel="time per forward (ms)",
     logy=True,
     legend=False,
     colors=LOOK["colors"] | {"projected": LOOK["colors"]["inverse_sqrt"]},
-    labels=LOOK["labels"] | {"projected": "$W_q, W_k$, then dot product $/\\sqrt{d_k}$"},
+    labels=LOOK["labels"]
+    | {"projected": "$W_q, W_k$, then dot product $/\\sqrt{d_k}$"},
 )
 ax.set_title("Forward time on this CPU, same inputs and projections")
 one_legend(fig, ncols=2)

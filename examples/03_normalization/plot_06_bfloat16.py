@@ -13,9 +13,13 @@ SEED = 0
 ROWS, KEYS = 2000, 64  # softmax rows of KEYS logits each, one query per row
 D_K = 128  # head dimension of the queries and keys
 SIGMAS = [2.0**e for e in range(-1, 7)]  # within-row logit std, 1/2 to 64
-# logit spreads met in the guide: 1/sqrt(d_k) keeps the std near 1; without it the std is
-# sqrt(d_k) for unit-variance q and k
-MARKS = {"scaled, any $d_k$": 1.0, "unscaled, $d_k = 64$": 8.0, "unscaled, $d_k = 1024$": 32.0}
+# logit spreads met in the guide: 1/sqrt(d_k) keeps the std near 1; without it the std
+# is sqrt(d_k) for unit-variance q and k
+MARKS = {
+    "scaled, any $d_k$": 1.0,
+    "unscaled, $d_k = 64$": 8.0,
+    "unscaled, $d_k = 1024$": 32.0,
+}
 
 import matplotlib.pyplot as plt
 import torch
@@ -34,11 +38,17 @@ style.use_style()
 # rounding moves each logit by a different amount, and softmax turns an absolute logit error
 # $\delta$ into a relative weight error of about $\delta$.
 
-formats = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+formats = {
+    "float32": torch.float32,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
 print(f"{'format':<9} {'largest':>10} {'eps':>9}   spacing at logit 1, 10, 100")
 for name, dtype in formats.items():
     info = torch.finfo(dtype)
-    spacing = ", ".join(f"{attnscale.logit_resolution(x, dtype):.2g}" for x in (1.0, 10.0, 100.0))
+    spacing = ", ".join(
+        f"{attnscale.logit_resolution(x, dtype):.2g}" for x in (1.0, 10.0, 100.0)
+    )
     print(f"{name:<9} {info.max:10.3g} {info.eps:9.2g}   {spacing}")
 ratio = attnscale.logit_resolution(10.0, torch.bfloat16) / attnscale.logit_resolution(
     10.0, torch.float16
@@ -104,7 +114,8 @@ def fused_kernel(x: torch.Tensor) -> torch.Tensor:
 
 
 def eager(dtype: torch.dtype):
-    """Logits rounded to ``dtype``, a float32 softmax, weights cast back to ``dtype``."""
+    """Logits rounded to ``dtype``, a float32 softmax, weights cast back to
+    ``dtype``."""
     return lambda x: torch.softmax(x.to(dtype).float(), dim=-1).to(dtype)
 
 
@@ -117,7 +128,9 @@ def bf16_softmax(x: torch.Tensor) -> torch.Tensor:
 
 def bf16_logits(sigma: float) -> torch.Tensor:
     """S = QK^T accumulated in float32 from q and k rounded to bf16, logit std sigma."""
-    q = (sigma / D_K**0.5 * q_unit).bfloat16().float()  # the scale on q: q.k has std sigma
+    q = (
+        (sigma / D_K**0.5 * q_unit).bfloat16().float()
+    )  # the scale on q: q.k has std sigma
     return torch.einsum("rd,rkd->rk", q, k_bf16)  # (rows, keys), float32
 
 
@@ -147,20 +160,26 @@ for sigma in SIGMAS:
         band[name].append(err.quantile(QUANTILES).tolist())
         moved[name].append((err > MOVED).double().mean().item())
         sum_error[name].append((w.sum(dim=-1) - 1).abs().mean().item())
-    delta = logits.bfloat16().double() - logits  # (rows, keys) rounding error of each logit
+    delta = (
+        logits.bfloat16().double() - logits
+    )  # (rows, keys) rounding error of each logit
     shift = (exact * delta).sum(dim=-1, keepdim=True)  # (rows, 1)
     first_order.append((exact * (delta - shift)).abs().sum(dim=-1).mean().item())
 
 fused, eager_fp16, eager_bf16, naive, fused_in, eager_in = pipelines
 exact_logits = [fused, eager_fp16, eager_bf16, naive]
-short = dict(zip(exact_logits, ["fused", "eager fp16", "eager bf16", "bf16 always"], strict=True))
+short = dict(
+    zip(exact_logits, ["fused", "eager fp16", "eager bf16", "bf16 always"], strict=True)
+)
 for label, column in (
     ("mean over rows", lambda n, k: mean[n][k]),
     ("90th percentile", lambda n, k: band[n][k][1]),
 ):
     print(f"exact logits, attention mass moved per row, {label}:")
     header = "".join(f"{short[name]:>12}" for name in exact_logits)
-    print(f"{'sigma':>6}" + header + ("  first order" if label.startswith("mean") else ""))
+    print(
+        f"{'sigma':>6}" + header + ("  first order" if label.startswith("mean") else "")
+    )
     for k, sigma in enumerate(SIGMAS):
         cells = "".join(f"{column(name, k):>12.1e}" for name in exact_logits)
         extra = f"{first_order[k]:>13.1e}" if label.startswith("mean") else ""
@@ -171,26 +190,39 @@ print(f"Q and K in bf16 (d_k = {D_K}), attention mass moved per row, mean over r
 print(f"{'sigma':>6}{'fused':>12}{'eager bf16':>12}{'eager / fused':>15}")
 for k, sigma in enumerate(SIGMAS):
     ratio = mean[eager_in][k] / mean[fused_in][k]
-    print(f"{sigma:>6g}{mean[fused_in][k]:>12.1e}{mean[eager_in][k]:>12.1e}{ratio:>15.1f}")
+    print(
+        f"{sigma:>6g}{mean[fused_in][k]:>12.1e}{mean[eager_in][k]:>12.1e}{ratio:>15.1f}"
+    )
 
 fig, (ax, ax_moved) = plt.subplots(1, 2, figsize=(10, 4.9), layout="constrained")
-colours = {name: figures.ordered_colour(k, len(pipelines)) for k, name in enumerate(pipelines)}
+colours = {
+    name: figures.ordered_colour(k, len(pipelines)) for k, name in enumerate(pipelines)
+}
 for name, (_, bf16_inputs) in pipelines.items():
     # the realistic pipelines (bf16 q and k) drawn thicker, with square markers
-    line = {"marker": "s" if bf16_inputs else "o", "linewidth": 2.4 if bf16_inputs else 1.5}
+    line = {
+        "marker": "s" if bf16_inputs else "o",
+        "linewidth": 2.4 if bf16_inputs else 1.5,
+    }
     low, high = [b[0] for b in band[name]], [b[1] for b in band[name]]
     ax.fill_between(SIGMAS, low, high, color=colours[name], alpha=0.12, linewidth=0)
     ax.plot(SIGMAS, low, color=colours[name], linewidth=0.8)
     ax.plot(SIGMAS, mean[name], color=colours[name], label=name, **line)
     ax_moved.plot(SIGMAS, moved[name], color=colours[name], label=name, **line)
-ax.plot(SIGMAS, first_order, color="black", linewidth=1, label="first order, bf16 logits")
+ax.plot(
+    SIGMAS, first_order, color="black", linewidth=1, label="first order, bf16 logits"
+)
 for panel in (ax, ax_moved):
-    figures.vmarks(panel, {f"$\\sigma$: {label}": sigma for label, sigma in MARKS.items()})
+    figures.vmarks(
+        panel, {f"$\\sigma$: {label}": sigma for label, sigma in MARKS.items()}
+    )
     panel.set_xscale("log", base=2)
     panel.set_xlabel("within-row logit std $\\sigma$")
 ax.set_yscale("log")
 ax.set_ylabel(r"mass moved $\sum_j |\hat p_j - p_j|$")
-ax.set_title("Mass moved per row: mean (markers),\nmedian (thin line) to 90th percentile (band)")
+ax.set_title(
+    "Mass moved per row: mean (markers),\nmedian (thin line) to 90th percentile (band)"
+)
 ax_moved.set_ylim(0, 1.02)
 ax_moved.set_ylabel(f"fraction of rows moving > {MOVED:g}")
 ax_moved.set_title("Rows that move")
@@ -233,14 +265,19 @@ rises = any(b > 1.05 * a for a, b in zip(mean[fused], mean[fused][1:], strict=Fa
 print(
     "fused kernel, exact logits: the mean mass moved "
     f"{'rises' if rises else 'never rises'} with sigma\n"
-    f"  ({mean[fused][0]:.1e} at sigma {SIGMAS[0]:g}, {mean[fused][-1]:.1e} at {SIGMAS[-1]:g})"
+    f"  ({mean[fused][0]:.1e} at sigma {SIGMAS[0]:g}, {mean[fused][-1]:.1e} at "
+    f"{SIGMAS[-1]:g})"
 )
 peak = max(mean[fused_in])
 growth = peak / mean[fused_in][0]
-print(f"fused kernel, Q and K in bf16: the mean mass moved grows {growth:.1f}-fold with sigma")
+print(
+    f"fused kernel, Q and K in bf16: the mean mass moved grows {growth:.1f}-fold with "
+    f"sigma"
+)
 print(
     f"  ({mean[fused_in][0]:.1e} at sigma {SIGMAS[0]:g}, peak {peak:.1e} at "
-    f"{SIGMAS[mean[fused_in].index(peak)]:g}, {mean[fused_in][-1]:.1e} at {SIGMAS[-1]:g})"
+    f"{SIGMAS[mean[fused_in].index(peak)]:g}, {mean[fused_in][-1]:.1e} at "
+    f"{SIGMAS[-1]:g})"
 )
 marked = [SIGMAS.index(sigma) for sigma in MARKS.values()]
 advantage = {
@@ -262,7 +299,8 @@ print(
 print(
     "first order / eager bf16, mean mass moved, at each sigma:\n  "
     + ", ".join(
-        f"{s:g}: {f / m:.2f}" for s, f, m in zip(SIGMAS, first_order, mean[eager_bf16], strict=True)
+        f"{s:g}: {f / m:.2f}"
+        for s, f, m in zip(SIGMAS, first_order, mean[eager_bf16], strict=True)
     )
 )
 print(
@@ -273,7 +311,8 @@ medians = [b[0] for b in band[eager_bf16]]
 for label, values in (("median", medians), ("mean", mean[eager_bf16])):
     print(
         f"eager bf16, {label:<6}: at sigma {SIGMAS[-1]:g} it is "
-        f"{values[-1] / max(values):.2g} times its peak (sigma {SIGMAS[values.index(max(values))]:g})"
+        f"{values[-1] / max(values):.2g} times its peak (sigma "
+        f"{SIGMAS[values.index(max(values))]:g})"
     )
 k32 = SIGMAS.index(32.0)
 print(
@@ -285,7 +324,10 @@ print(
     f"{mean[naive][i1] / mean[eager_bf16][i1]:.1f}"
 )
 for name in exact_logits:
-    print(f"{short[name]:<12} mean |sum of weights - 1| at sigma 1: {sum_error[name][i1]:.1e}")
+    print(
+        f"{short[name]:<12} mean |sum of weights - 1| at sigma 1: "
+        f"{sum_error[name][i1]:.1e}"
+    )
 
 # %%
 # ## The simulated kernel, against torch's own
@@ -300,12 +342,16 @@ for name in exact_logits:
 # and the Q, K in bf16 pipelines above measure it.
 
 identity = torch.eye(KEYS, dtype=torch.bfloat16)[None, None]  # (1, 1, keys, keys)
-print(f"{'sigma':>6} {'kernel':>10} {'simulated':>10} {'simulated + output to bf16':>27}")
+print(
+    f"{'sigma':>6} {'kernel':>10} {'simulated':>10} {'simulated + output to bf16':>27}"
+)
 kernel_vs_model = []
 for sigma in SIGMAS:
     q = (sigma * z).bfloat16()  # (rows, keys): the logits, as bf16 inputs give them
     exact = torch.softmax(q.double(), dim=-1)
-    out = F.scaled_dot_product_attention(q[None, None], identity, identity, scale=1.0)[0, 0]
+    out = F.scaled_dot_product_attention(q[None, None], identity, identity, scale=1.0)[
+        0, 0
+    ]
     simulated = fused_kernel(q.double())
     errors = [
         (w.double() - exact).abs().sum(dim=-1).mean().item()
@@ -327,19 +373,25 @@ print(
 # then the softmax is saturated anyway; bf16 hides the symptom that float16 makes loud.
 
 torch.manual_seed(SEED)
-q, k = 48 * torch.randn(1, 4, 32, 64), 48 * torch.randn(1, 4, 32, 64)  # (b, heads, n, d_k)
+q, k = (
+    48 * torch.randn(1, 4, 32, 64),
+    48 * torch.randn(1, 4, 32, 64),
+)  # (b, heads, n, d_k)
 raw = q @ k.transpose(-2, -1)  # (b, heads, n, n), float32
 largest = raw.abs().max().item()
 for name in ("float16", "bfloat16"):
     dtype = formats[name]
     product = (q.to(dtype) @ k.to(dtype).transpose(-2, -1)).float()
     top = torch.finfo(dtype).max
-    if largest > top:  # past the format's range there is no spacing: the product overflows
+    if (
+        largest > top
+    ):  # past the format's range there is no spacing: the product overflows
         there = f"above {top:g}: overflow"
     else:
         there = f"spacing there = {attnscale.logit_resolution(largest, dtype):g}"
     print(
-        f"{name:<9} largest |q.k| {largest:.0f}: finite = {bool(product.isfinite().all())}, {there}"
+        f"{name:<9} largest |q.k| {largest:.0f}: finite = "
+        f"{bool(product.isfinite().all())}, {there}"
     )
 
 # %%

@@ -57,22 +57,42 @@ for group in (1, 4, 8):
 HEADS, NOPE, ROPE, LATENT = 4, 128, 64, 512
 q_c = torch.randn(1, HEADS, LENGTH, NOPE, generator=gen, dtype=torch.float64)
 q_r = torch.randn(1, HEADS, LENGTH, ROPE, generator=gen, dtype=torch.float64)
-latent = torch.randn(1, 1, LENGTH, LATENT, generator=gen, dtype=torch.float64)  # shared by heads
-k_r = torch.randn(1, 1, LENGTH, ROPE, generator=gen, dtype=torch.float64)  # shared by heads
-w_uk = torch.randn(HEADS, NOPE, LATENT, generator=gen, dtype=torch.float64) / math.sqrt(LATENT)
+latent = torch.randn(
+    1, 1, LENGTH, LATENT, generator=gen, dtype=torch.float64
+)  # shared by heads
+k_r = torch.randn(
+    1, 1, LENGTH, ROPE, generator=gen, dtype=torch.float64
+)  # shared by heads
+w_uk = torch.randn(HEADS, NOPE, LATENT, generator=gen, dtype=torch.float64) / math.sqrt(
+    LATENT
+)
 
 k_c = latent @ w_uk.transpose(-2, -1)  # (1, heads, L, 128): the expanded keys
-expanded = q_c @ k_c.transpose(-2, -1) + q_r @ k_r.transpose(-2, -1)  # over 192 components
+expanded = q_c @ k_c.transpose(-2, -1) + q_r @ k_r.transpose(
+    -2, -1
+)  # over 192 components
 q_absorbed = q_c @ w_uk  # (1, heads, L, 512)
-absorbed = q_absorbed @ latent.transpose(-2, -1) + q_r @ k_r.transpose(-2, -1)  # over 576
-print(f"expanded vs absorbed logits: largest difference {(expanded - absorbed).abs().max():.1e}")
-print(f"variance of the raw logits: {expanded.var():.1f} (192 components of unit variance)")
-for name, dims in (("1/sqrt(192), the components of q.k", 192), ("1/sqrt(576), the port", 576)):
+absorbed = q_absorbed @ latent.transpose(-2, -1) + q_r @ k_r.transpose(
+    -2, -1
+)  # over 576
+print(
+    f"expanded vs absorbed logits: largest difference "
+    f"{(expanded - absorbed).abs().max():.1e}"
+)
+print(
+    f"variance of the raw logits: {expanded.var():.1f} (192 components of unit "
+    f"variance)"
+)
+for name, dims in (
+    ("1/sqrt(192), the components of q.k", 192),
+    ("1/sqrt(576), the port", 576),
+):
     print(f"scaled by {name:<36} logit std {(expanded / math.sqrt(dims)).std():.3f}")
 factor = 40  # the context extension of DeepSeek-V3's published configuration
 m = 0.1 * math.log(factor) + 1
 print(
-    f"YaRN at r = {factor}: m = {m:.3f}, DeepSeek's scale m^2 / sqrt(192) = {m**2 / math.sqrt(192):.4f}"
+    f"YaRN at r = {factor}: m = {m:.3f}, DeepSeek's scale m^2 / sqrt(192) = "
+    f"{m**2 / math.sqrt(192):.4f}"
 )
 
 # %%
@@ -96,17 +116,23 @@ print(
 # $\mathcal{N}(0, \lVert q\rVert^2)$, the matching key's
 # $\rho \lVert q\rVert^2 + \sqrt{1 - \rho^2}\,\mathcal{N}(0, \lVert q\rVert^2)$.
 
-HEAD_SIZES = [2**e for e in range(5, 13)]  # 32 ... 4096 (the table prints every other one)
+HEAD_SIZES = [
+    2**e for e in range(5, 13)
+]  # 32 ... 4096 (the table prints every other one)
 RHOS = [0.05, 0.2, 0.5]
 KEYS, ROWS = 64, 2000
 
 
 def matching_weight(d_k: int, rho: float, scale: float) -> float:
     """Mean softmax weight on the key correlated with the query at rho."""
-    norm2 = torch.distributions.Chi2(float(d_k)).sample((ROWS, 1)).double()  # |q|^2 per row
+    norm2 = (
+        torch.distributions.Chi2(float(d_k)).sample((ROWS, 1)).double()
+    )  # |q|^2 per row
     noise = torch.randn(ROWS, KEYS, generator=gen, dtype=torch.float64) * norm2.sqrt()
     dots = noise.clone()
-    dots[:, 0] = rho * norm2[:, 0] + math.sqrt(1 - rho**2) * noise[:, 0]  # key 0 matches
+    dots[:, 0] = (
+        rho * norm2[:, 0] + math.sqrt(1 - rho**2) * noise[:, 0]
+    )  # key 0 matches
     return torch.softmax(scale * dots, dim=-1)[:, 0].mean().item()
 
 
@@ -121,7 +147,8 @@ for d in HEAD_SIZES[::2]:
 torch.manual_seed(SEED)  # the chi-square draws
 weights = {
     (rule, rho): [
-        matching_weight(d, rho, d**-0.5 if rule == "1/sqrt(d_k)" else 1 / d) for d in HEAD_SIZES
+        matching_weight(d, rho, d**-0.5 if rule == "1/sqrt(d_k)" else 1 / d)
+        for d in HEAD_SIZES
     ]
     for rule in ("1/sqrt(d_k)", "1/d_k")
     for rho in RHOS
@@ -144,12 +171,16 @@ for k_rho, rho in enumerate(RHOS):
             marker=marker,
             label=f"{name}, $\\rho$ = {rho:g}",
         )
-ax.axhline(1 / KEYS, color="0.45", linestyle=":", linewidth=1, label=f"uniform, 1/{KEYS}")
+ax.axhline(
+    1 / KEYS, color="0.45", linestyle=":", linewidth=1, label=f"uniform, 1/{KEYS}"
+)
 ax.set_xscale("log", base=2)
 ax.set_yscale("log")
 ax.set_xlabel("head size $d_k$")
 ax.set_ylabel("mean weight on the matching key")
-ax.set_title(f"One matching key among {KEYS}: what the same alignment does as heads grow")
+ax.set_title(
+    f"One matching key among {KEYS}: what the same alignment does as heads grow"
+)
 figures.one_legend(fig, ncols=3)
 
 # %%

@@ -24,7 +24,9 @@ style.use_style()
 SEED = 0
 gen = torch.Generator().manual_seed(SEED)
 KEYS, ROWS = 256, 2000
-SIGMAS = [2.0**e for e in range(-2, 6)]  # within-row logit std: 1 is what 1/sqrt(d_k) gives
+SIGMAS = [
+    2.0**e for e in range(-2, 6)
+]  # within-row logit std: 1 is what 1/sqrt(d_k) gives
 z = torch.randn(ROWS, KEYS, generator=gen, dtype=torch.float64)
 
 # %%
@@ -39,7 +41,10 @@ z = torch.randn(ROWS, KEYS, generator=gen, dtype=torch.float64)
 # $\sigma^2/2$ only. Measured at $n = 256$ keys:
 
 MEANS = [-12.0, -8.0, -6.0, -4.0, 0.0]
-print(f"{'mean logit':>10} " + "".join(f"{'sigma ' + format(s, 'g'):>11}" for s in (0.5, 1, 2)))
+print(
+    f"{'mean logit':>10} "
+    + "".join(f"{'sigma ' + format(s, 'g'):>11}" for s in (0.5, 1, 2))
+)
 mass_given = {}
 for mu in MEANS:
     row = []
@@ -75,7 +80,9 @@ print(
     f"{'softmax: mean p(1-p)':>21}"
 )
 for k, sigma in enumerate(SIGMAS):
-    print(f"{sigma:>6g} {sig_grad[k]:>25.2e} {sig_mass[k]:>22.2f} {soft_grad[k]:>21.2e}")
+    print(
+        f"{sigma:>6g} {sig_grad[k]:>25.2e} {sig_mass[k]:>22.2f} {soft_grad[k]:>21.2e}"
+    )
 
 fig, (ax_g, ax_m) = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
 sigmoid_colour = figures.ordered_colour(1, 3)  # softmax in black, as the reference
@@ -120,12 +127,15 @@ figures.one_legend(fig, ncols=3)
 
 
 def rope(x: torch.Tensor, base: float = 10_000.0) -> torch.Tensor:
-    """Rotary embedding of (..., positions, d): pairs (i, i + d/2) rotated by position * theta_i."""
+    """Rotary embedding of (..., positions, d): pairs (i, i + d/2) rotated by position *
+    theta_i."""
     positions, d = x.shape[-2], x.shape[-1]
     theta = base ** (-torch.arange(0, d // 2, dtype=x.dtype) / (d // 2))  # (d/2,)
     angle = torch.arange(positions, dtype=x.dtype)[:, None] * theta  # (positions, d/2)
     a, b = x[..., : d // 2], x[..., d // 2 :]
-    return torch.cat([a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1)
+    return torch.cat(
+        [a * angle.cos() - b * angle.sin(), a * angle.sin() + b * angle.cos()], -1
+    )
 
 
 def rms(x: torch.Tensor, gain: torch.Tensor) -> torch.Tensor:
@@ -148,7 +158,8 @@ for name, (gq, gk) in gains.items():
     bound = math.sqrt(D) * gq.abs().max().item() * gk.abs().max().item()
     order_gap[name] = (before - after).abs().max().item()
     print(
-        f"{name}: largest |logit difference| between the orders {order_gap[name]:.1e};\n"
+        f"{name}: largest |logit difference| between the orders "
+        f"{order_gap[name]:.1e};\n"
         f"  largest |logit| norm first {before.abs().max():.2f}, RoPE first "
         f"{after.abs().max():.2f}, bound {bound:.2f}"
     )
@@ -203,11 +214,15 @@ for raw in (10.0, 50.0, 100.0, 200.0):
 k1 = SIGMAS.index(1.0)
 peak = max(range(len(SIGMAS)), key=lambda i: sig_grad[i])
 print(
-    f"sigmoid attention: total weight {sig_mass[k1]:.2f} at sigma 1, {sig_mass[-1]:.1f} at "
-    f"sigma {SIGMAS[-1]:g};\n  mean derivative peaks at sigma {SIGMAS[peak]:g} and falls "
+    f"sigmoid attention: total weight {sig_mass[k1]:.2f} at sigma 1, "
+    f"{sig_mass[-1]:.1f} at "
+    f"sigma {SIGMAS[-1]:g};\n  mean derivative peaks at sigma {SIGMAS[peak]:g} and "
+    f"falls "
     f"{sig_grad[peak] / sig_grad[-1]:.1f}-fold by sigma {SIGMAS[-1]:g}"
 )
-print(f"softmax: mean p(1-p) falls {soft_grad[k1] / soft_grad[-1]:.1f}-fold from sigma 1")
+print(
+    f"softmax: mean p(1-p) falls {soft_grad[k1] / soft_grad[-1]:.1f}-fold from sigma 1"
+)
 
 # %%
 # ## References

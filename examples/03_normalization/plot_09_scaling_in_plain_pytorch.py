@@ -22,9 +22,14 @@ class ScaledLogits(nn.Module):
     def __init__(self, kind: str, d_k: int, heads: int) -> None:
         super().__init__()
         self.kind, self.d_k = kind, d_k
-        start = {"learnable": -0.5 * math.log(d_k), "cosine": math.log(10.0)}.get(kind, 0.0)
+        start = {"learnable": -0.5 * math.log(d_k), "cosine": math.log(10.0)}.get(
+            kind, 0.0
+        )
         self.log_scale = nn.Parameter(torch.full((heads, 1, 1), start))  # one per head
-        self.q_gain, self.k_gain = nn.Parameter(torch.ones(d_k)), nn.Parameter(torch.ones(d_k))
+        self.q_gain, self.k_gain = (
+            nn.Parameter(torch.ones(d_k)),
+            nn.Parameter(torch.ones(d_k)),
+        )
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
         if self.kind == "rmsnorm":  # each vector to RMS 1, times a learned gain
@@ -32,7 +37,11 @@ class ScaledLogits(nn.Module):
             k = k * torch.rsqrt(k.pow(2).mean(-1, keepdim=True) + 1e-6) * self.k_gain
         if self.kind == "cosine":  # unit vectors, scale exp(theta) clamped at 100
             scale = self.log_scale.clamp(max=math.log(100.0)).exp()
-            return scale * F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)
+            return (
+                scale
+                * F.normalize(q, dim=-1)
+                @ F.normalize(k, dim=-1).transpose(-2, -1)
+            )
         scale = self.log_scale.exp() if self.kind == "learnable" else self.d_k**-0.5
         return scale * q @ k.transpose(-2, -1)
 
@@ -41,10 +50,16 @@ class ScaledLogits(nn.Module):
 # ## Using it
 
 gen = torch.Generator().manual_seed(0)
-q, k = 4 * torch.randn(2, 4, 16, 64, generator=gen), torch.randn(2, 4, 16, 64, generator=gen)
+q, k = (
+    4 * torch.randn(2, 4, 16, 64, generator=gen),
+    torch.randn(2, 4, 16, 64, generator=gen),
+)
 for kind in ("inverse_sqrt", "learnable", "rmsnorm", "cosine"):
     logits = ScaledLogits(kind, d_k=64, heads=4)(q, k)
-    print(f"{kind:<12} logit std {logits.std():6.2f}, largest |logit| {logits.abs().max():6.2f}")
+    print(
+        f"{kind:<12} logit std {logits.std():6.2f}, largest |logit| "
+        f"{logits.abs().max():6.2f}"
+    )
 
 # %%
 # ## Checked against the library
@@ -61,5 +76,10 @@ v = torch.randn(2, 4, 16, 8, generator=gen)
 for kind, name in names.items():
     ours = ScaledLogits(kind, d_k=64, heads=4)(q, k)
     strategy = attnscale.make_strategy(name, 64, 4)
-    theirs = attnscale.scaled_dot_product_attention(q, k, v, strategy=strategy, need_logits=True)
-    print(f"{kind:<12} vs {name:<22} largest difference {(ours - theirs.logits).abs().max():.1e}")
+    theirs = attnscale.scaled_dot_product_attention(
+        q, k, v, strategy=strategy, need_logits=True
+    )
+    print(
+        f"{kind:<12} vs {name:<22} largest difference "
+        f"{(ours - theirs.logits).abs().max():.1e}"
+    )

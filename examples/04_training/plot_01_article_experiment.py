@@ -68,12 +68,17 @@ at = list(arrays["quarters"]).index(experiments.ARTICLE_QUARTER)
 # %%
 floors = arrays["floor"]
 print(
-    f"loss floor on the training set: {floors.mean():.4f} (seeds range {floors.min():.4f}"
+    f"loss floor on the training set: {floors.mean():.4f} (seeds range "
+    f"{floors.min():.4f}"
     f" to {floors.max():.4f})"
 )
-held_out = arrays["test_loss"][:, at]  # (variants, seeds): fresh sequences, after training
+held_out = arrays["test_loss"][
+    :, at
+]  # (variants, seeds): fresh sequences, after training
 for i, name in enumerate(VARIANTS):
-    print(f"held-out loss at η = {ARTICLE_LR:g}, {NAMES[name]}: {held_out[i].mean():.4f}")
+    print(
+        f"held-out loss at η = {ARTICLE_LR:g}, {NAMES[name]}: {held_out[i].mean():.4f}"
+    )
 print(f"population floor: {(128 - 64) / 128:g}")
 
 # %%
@@ -96,7 +101,9 @@ print(f"population floor: {(128 - 64) / 128:g}")
 epoch_loss = {name: arrays["epoch_loss"][i, at] for i, name in enumerate(VARIANTS)}
 final = {name: arrays["epoch_loss"][i, :, :, -1].T for i, name in enumerate(VARIANTS)}
 fig, axes = plt.subplots(1, 2, figsize=(7, 3.0), layout="constrained")
-paired = {"difference": epoch_loss["none"] - epoch_loss["inverse_sqrt"]}  # (seeds, epochs)
+paired = {
+    "difference": epoch_loss["none"] - epoch_loss["inverse_sqrt"]
+}  # (seeds, epochs)
 plot_seed_bands(
     paired,
     ax=axes[0],
@@ -120,7 +127,8 @@ plot_seed_bands(
 )
 axes[1].set_title("learning-rate sweep")
 fig.suptitle(
-    f"Reconstruction, $d_k = 64$, scaled vs unscaled: mean and range over {floors.size} seeds"
+    f"Reconstruction, $d_k = 64$, scaled vs unscaled: mean and range over "
+    f"{floors.size} seeds"
 )
 one_legend(fig)
 plt.show()
@@ -144,7 +152,8 @@ for i, name in enumerate(VARIANTS):
         [
             NAMES[name],
             f"{last.mean():.4f} ± {last.std(ddof=1):.4f}",
-            f"{np.nanmean(epochs[i]):.1f}" + (f" ({never} seeds never)" if never else ""),
+            f"{np.nanmean(epochs[i]):.1f}"
+            + (f" ({never} seeds never)" if never else ""),
             f"{arrays['grad_max_over_median'][i, at].max():.1f}",
             f"{rises.mean():.1f}",
             f"{arrays['final_entropy'][i, at].mean():.3f}",
@@ -173,18 +182,24 @@ Table(
 lower = experiments.final_loss_gap(arrays)
 faster = experiments.speed_gap(arrays)
 print(
-    f"final loss, unscaled minus scaled: {lower.gap:+.5f} (95% interval {lower.low:+.5f} to "
-    f"{lower.high:+.5f}), {100 * lower.gap / lower.reference:.1f}% of the scaled model's excess "
-    f"loss ({lower.reference:.5f}), {100 * lower.gap / lower.scaled:.3f}% of its whole loss, "
+    f"final loss, unscaled minus scaled: {lower.gap:+.5f} (95% interval "
+    f"{lower.low:+.5f} to "
+    f"{lower.high:+.5f}), {100 * lower.gap / lower.reference:.1f}% of the scaled "
+    f"model's excess "
+    f"loss ({lower.reference:.5f}), {100 * lower.gap / lower.scaled:.3f}% of its whole "
+    f"loss, "
     f"{lower.seeds} seeds"
 )
 print(
-    f"epochs to within 1% of floor, unscaled minus scaled: {faster.gap:+.1f} (95% interval "
-    f"{faster.low:+.1f} to {faster.high:+.1f}), {100 * faster.gap / faster.scaled:.0f}% of "
+    f"epochs to within 1% of floor, unscaled minus scaled: {faster.gap:+.1f} (95% "
+    f"interval "
+    f"{faster.low:+.1f} to {faster.high:+.1f}), "
+    f"{100 * faster.gap / faster.scaled:.0f}% of "
     f"{faster.scaled:.1f}, {faster.seeds} seeds where both get there"
 )
 print(
-    f"seed spread (sd) of the final loss: scaled {epoch_loss['inverse_sqrt'][:, -1].std(ddof=1):.5f}, "
+    f"seed spread (sd) of the final loss: scaled "
+    f"{epoch_loss['inverse_sqrt'][:, -1].std(ddof=1):.5f}, "
     f"unscaled {epoch_loss['none'][:, -1].std(ddof=1):.5f}"
 )
 
@@ -201,7 +216,8 @@ print(
     f"{int((early[:, peak] > 0).sum())} of {early.shape[0]} seeds"
 )
 print(
-    f"first epoch: mean {early[:, 0].mean():+.4f}, positive in {int((early[:, 0] > 0).sum())} "
+    f"first epoch: mean {early[:, 0].mean():+.4f}, positive in "
+    f"{int((early[:, 0] > 0).sum())} "
     f"of {early.shape[0]} seeds"
 )
 
@@ -250,7 +266,10 @@ gaps = [experiments.final_loss_gap(arrays, int(q)) for q in arrays["quarters"]]
 above = [f"{lr:.2g}" for lr, g in zip(lrs, gaps, strict=True) if g.low > 0]
 below = [f"{lr:.2g}" for lr, g in zip(lrs, gaps, strict=True) if g.high < 0]
 largest = max(abs(g.gap / g.reference) for g in gaps)
-print(f"learning rates where the unscaled model ends higher (interval above 0): {above or 'none'}")
+print(
+    f"learning rates where the unscaled model ends higher (interval above 0): "
+    f"{above or 'none'}"
+)
 print(f"learning rates where it ends lower (interval below 0): {below or 'none'}")
 print(f"largest paired gap over the sweep: {100 * largest:.1f}% of the excess loss")
 
@@ -297,7 +316,10 @@ for what, (mean, low, high) in (
 # %%
 Table(
     ["§", "claim", "verdict", "what was measured"],
-    [[c.section, c.claim, c.verdict, c.evidence] for c in factcheck.article_checks(arrays)],
+    [
+        [c.section, c.claim, c.verdict, c.evidence]
+        for c in factcheck.article_checks(arrays)
+    ],
 )
 
 # %%
@@ -314,8 +336,12 @@ Table(
 
 # %%
 d_k, d_model = full.budget["d_k"], full.budget["d_model"]
-print(f"unscaled logit spread at initialisation, about √d_k/3 = {math.sqrt(d_k) / 3:.2f}")
-for name in VARIANTS:  # each variant's logit spread at initialisation, on fresh models and tokens
+print(
+    f"unscaled logit spread at initialisation, about √d_k/3 = {math.sqrt(d_k) / 3:.2f}"
+)
+for name in (
+    VARIANTS
+):  # each variant's logit spread at initialisation, on fresh models and tokens
     spreads = []
     for seed in range(floors.size):
         torch.manual_seed(seed)
@@ -324,7 +350,8 @@ for name in VARIANTS:  # each variant's logit spread at initialisation, on fresh
             logits = model(torch.randn(64, 8, d_model), need_logits=True).logits
         spreads.append(float(logits.std(-1).mean()))
     print(
-        f"measured, {NAMES[name]}: {np.mean(spreads):.2f} (mean within-row std, {len(spreads)} models)"
+        f"measured, {NAMES[name]}: {np.mean(spreads):.2f} (mean within-row std, "
+        f"{len(spreads)} models)"
     )
 
 # %%

@@ -11,6 +11,7 @@ and compare them by one metric declared in advance.
 
 # %%
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -24,7 +25,9 @@ style.use_style()
 
 VARIANTS = ["inverse_sqrt", "none", "none_matched"]
 NAMES = style.text_labels(VARIANTS)
-SETTLED = 0.05  # a curve has settled if its last quarter moved less than this in log10 loss
+SETTLED = (
+    0.05  # a curve has settled if its last quarter moved less than this in log10 loss
+)
 
 # %%
 # ## The setup, and the metric, before any result
@@ -75,7 +78,11 @@ SETTLED = 0.05  # a curve has settled if its last quarter moved less than this i
 # %%
 full = stored.load("scaling_matters")
 print(full.summary())
-print(f"metric: {metric.METRIC}")
+print(
+    textwrap.fill(
+        f"metric: {metric.METRIC}", 88, subsequent_indent="  ", break_on_hyphens=False
+    )
+)
 runs = sum(int((~np.isnan(a["test_loss"])).sum()) for a in full.parts.values())
 print(f"{runs} training runs in {len(full.parts)} parts (task and head size)")
 PARTS = list(full.parts)
@@ -110,13 +117,20 @@ Table(["d_k", *(f"initial logit spread, {NAMES[v]}" for v in VARIANTS)], rows)
 
 # %%
 fig, axes = plt.subplots(
-    len(D_KS), len(TASKS), figsize=(7, 2.4 * len(D_KS)), layout="constrained", sharey="row"
+    len(D_KS),
+    len(TASKS),
+    figsize=(7, 2.4 * len(D_KS)),
+    layout="constrained",
+    sharey="row",
 )
 for row, d_k in zip(axes, D_KS, strict=True):
     for ax, task in zip(row, TASKS, strict=True):
         values, log_lrs, names = metric.sweep_metric(full.parts[f"{task}_d{d_k}"])
         plot_seed_bands(
-            {n: np.where(np.isfinite(values[i]), values[i], np.nan).T for i, n in enumerate(names)},
+            {
+                n: np.where(np.isfinite(values[i]), values[i], np.nan).T
+                for i, n in enumerate(names)
+            },
             x=10**log_lrs,
             ax=ax,
             xlabel="learning rate η" if d_k == D_KS[-1] else "",
@@ -132,7 +146,9 @@ for row, d_k in zip(axes, D_KS, strict=True):
             ax.plot(10**b.log_lr, b.value.mean, "o", color=colour, ms=6)
         if d_k == D_KS[0]:
             ax.set_title(task)
-fig.suptitle("Metric: mean log10(loss / initial loss), floor −3 (lower is better), 5 seeds")
+fig.suptitle(
+    "Metric: mean log10(loss / initial loss), floor −3 (lower is better), 5 seeds"
+)
 one_legend(fig, ncols=3)
 plt.show()
 
@@ -152,14 +168,21 @@ for part in PARTS:
     initial = metric.initial_loss(arrays["curve_loss"])
     case = part.replace("_d", ", d_k = ")
     at = {
-        n: metric.standing(arrays["curve_loss"][i], log_lrs, initial) for i, n in enumerate(names)
+        n: metric.standing(arrays["curve_loss"][i], log_lrs, initial)
+        for i, n in enumerate(names)
     }
     for i, n in enumerate(names):
         here = at[n]
         curve = arrays["curve_loss"][i, here.best.point]  # (seeds, windows)
         log_curve = np.log10(np.maximum(np.nanmean(curve, 0), metric.SOLVED * initial))
         moved = log_curve[-1] - log_curve[-1 - log_curve.size // 4]
-        state = "settled" if abs(moved) < SETTLED else "still falling" if moved < 0 else "rising"
+        state = (
+            "settled"
+            if abs(moved) < SETTLED
+            else "still falling"
+            if moved < 0
+            else "rising"
+        )
         rows.append(
             [
                 case,
@@ -173,14 +196,16 @@ for part in PARTS:
         )
         if not i:
             continue
-        # seed by seed against 1/sqrt(d_k), each at its own best rate, then one step below
-        # both (a safer rate, where a best rate at a cliff may mislead)
+        # seed by seed against 1/sqrt(d_k), each at its own best rate, then one step
+        # below both (a safer rate, where a best rate at a cliff may mislead)
         ref = at[names[0]]
         words = []
         for shift in (0, 1):
             a, b = ref.best.point - shift, here.best.point - shift
             gap = intervals.paired_gap(values[0, a], values[i, b])
-            words.append(gap.verdict("better", "worse", "tied", smallest=metric.SMALLEST_EFFECT))
+            words.append(
+                gap.verdict("better", "worse", "tied", smallest=metric.SMALLEST_EFFECT)
+            )
             if not shift:
                 shown = gap
         verdicts[part, n] = words[0]
@@ -190,7 +215,8 @@ for part in PARTS:
                 NAMES[n],
                 shown.text(),
                 f"×{10**shown.mean:.2g}",
-                words[0] + (" (provisional)" if here.provisional or ref.provisional else ""),
+                words[0]
+                + (" (provisional)" if here.provisional or ref.provisional else ""),
                 words[1],
             ]
         )
@@ -229,11 +255,13 @@ Table(
 # %%
 provisional = [r for r in rows if r[2].endswith("provisional")]
 print(
-    f"variants whose best rate is provisional (at a cliff or an end): {len(provisional)} of {len(rows)}"
+    f"variants whose best rate is provisional (at a cliff or an end): "
+    f"{len(provisional)} of {len(rows)}"
 )
 moved = sum(r[4].split(" (")[0] != r[5] for r in compared)
 print(
-    f"comparisons whose verdict changes one grid step below the best rates: {moved} of {len(compared)}"
+    f"comparisons whose verdict changes one grid step below the best rates: {moved} of "
+    f"{len(compared)}"
 )
 for n in VARIANTS[1:]:
     for d_k in D_KS:
@@ -250,7 +278,9 @@ for n in VARIANTS[1:]:
 # %%
 d_k = D_KS[-1]
 window = full.budget["window"]
-fig, axes = plt.subplots(2, len(TASKS), figsize=(7, 4.6), layout="constrained", sharex=True)
+fig, axes = plt.subplots(
+    2, len(TASKS), figsize=(7, 4.6), layout="constrained", sharex=True
+)
 for col, task in enumerate(TASKS):
     values, log_lrs, names = metric.sweep_metric(full.parts[f"{task}_d{d_k}"])
     arrays = full.parts[f"{task}_d{d_k}"]
@@ -292,13 +322,15 @@ arrays = full.parts[f"mean_d{d_k}"]
 j = intervals.best(values[0], log_lrs).point
 print(f"√d_k = {math.sqrt(d_k):.1f}")
 rows = []
+grad_q = arrays["curve_grad_norm_q"][:, j, :, 0]
+grad_logits = arrays["curve_logit_grad_row_median"][:, j, :, 0]
 for i, n in enumerate(names):
     rows.append(
         [
             NAMES[n],
             f"{np.median(arrays['curve_normalized_entropy'][i, j, :, 0]):.3f}",
-            f"{np.median(arrays['curve_grad_norm_q'][i, j, :, 0] / arrays['curve_grad_norm_q'][0, j, :, 0]):.2f}",
-            f"{np.median(arrays['curve_logit_grad_row_median'][i, j, :, 0] / arrays['curve_logit_grad_row_median'][0, j, :, 0]):.2f}",
+            f"{np.median(grad_q[i] / grad_q[0]):.2f}",
+            f"{np.median(grad_logits[i] / grad_logits[0]):.2f}",
         ]
     )
 Table(
@@ -328,10 +360,17 @@ rows, fresh_verdicts = [], {}
 for part in PARTS:
     arrays = fresh.parts[f"scaling_matters__{part}"]
     values, log_lrs, names = metric.sweep_metric(full.parts[part])
-    picked = [int(full.parts[part]["quarters"][intervals.best(v, log_lrs).point]) for v in values]
+    picked = [
+        int(full.parts[part]["quarters"][intervals.best(v, log_lrs).point])
+        for v in values
+    ]
     if picked != arrays["quarters"].tolist():  # the rates were chosen by today's metric
-        raise RuntimeError(f"fresh_seeds, {part}: rates {arrays['quarters']}, today's {picked}")
-    gaps = metric.fresh_gaps(arrays, metric.initial_loss(full.parts[part]["curve_loss"]), names[0])
+        raise RuntimeError(
+            f"fresh_seeds, {part}: rates {arrays['quarters']}, today's {picked}"
+        )
+    gaps = metric.fresh_gaps(
+        arrays, metric.initial_loss(full.parts[part]["curve_loss"]), names[0]
+    )
     for n, gap in gaps.items():
         word = gap.verdict("better", "worse", "tied", smallest=metric.SMALLEST_EFFECT)
         fresh_verdicts[part, n] = word

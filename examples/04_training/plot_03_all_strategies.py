@@ -11,6 +11,8 @@ $1/\sqrt{d_k}$ and of $1/d_k$ moves as the model widens, and why that alone cann
 """
 
 # %%
+import textwrap
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -57,9 +59,16 @@ REFERENCE = "inverse_sqrt"
 # %%
 full = stored.load("strategy_grid")
 print(full.summary())
-print(f"metric: {metric.METRIC}")
+print(
+    textwrap.fill(
+        f"metric: {metric.METRIC}", 88, subsequent_indent="  ", break_on_hyphens=False
+    )
+)
 TASKS = [p for p in full.parts if not p.startswith("width_")]
-for label, parts in (("grid", TASKS), ("width sweep", [p for p in full.parts if p not in TASKS])):
+for label, parts in (
+    ("grid", TASKS),
+    ("width sweep", [p for p in full.parts if p not in TASKS]),
+):
     runs = sum(int((~np.isnan(full.parts[p]["test_loss"])).sum()) for p in parts)
     print(f"{label}: {runs} training runs")
 STRATEGIES = [str(v) for v in full.parts[TASKS[0]]["variants"]]
@@ -74,7 +83,9 @@ NAMES = style.text_labels(STRATEGIES)
 
 # %%
 TASK_COLOURS = dict(zip(TASKS, ("0.15", "0.6"), strict=True))
-fig, axes = plt.subplots(2, 4, figsize=(7, 4.0), layout="constrained", sharex=True, sharey=True)
+fig, axes = plt.subplots(
+    2, 4, figsize=(7, 4.0), layout="constrained", sharex=True, sharey=True
+)
 for ax, n in zip(axes.flat, STRATEGIES, strict=True):
     for task in TASKS:
         values, log_lrs, names = metric.sweep_metric(full.parts[task])
@@ -96,7 +107,9 @@ for ax in axes[-1]:
     ax.set_xlabel("learning rate η")
 for ax in axes[:, 0]:
     ax.set_ylabel("metric")
-fig.suptitle("Metric: mean log10(loss / initial loss), floor −3 (lower is better), 5 seeds")
+fig.suptitle(
+    "Metric: mean log10(loss / initial loss), floor −3 (lower is better), 5 seeds"
+)
 one_legend(fig, ncols=2)
 plt.show()
 
@@ -139,7 +152,8 @@ for task in TASKS:
     values, log_lrs, names = metric.sweep_metric(arrays)
     initial = metric.initial_loss(arrays["curve_loss"])
     at = {
-        n: metric.standing(arrays["curve_loss"][i], log_lrs, initial) for i, n in enumerate(names)
+        n: metric.standing(arrays["curve_loss"][i], log_lrs, initial)
+        for i, n in enumerate(names)
     }
     standings[task] = at
     ref = values[names.index(REFERENCE), at[REFERENCE].best.point]  # (seeds,)
@@ -158,7 +172,9 @@ for task in TASKS:
         )
         if n != REFERENCE:
             gap = intervals.paired_gap(ref, values[names.index(n), here.best.point])
-            word = gap.verdict("ahead", "behind", "tied", smallest=metric.SMALLEST_EFFECT)
+            word = gap.verdict(
+                "ahead", "behind", "tied", smallest=metric.SMALLEST_EFFECT
+            )
             ranked[task][n] = word
             compared.append([task, NAMES[n], gap.text(), f"×{10**gap.mean:.2g}", word])
 Table(
@@ -196,7 +212,9 @@ for ax, task in zip(axes, TASKS, strict=True):
     ax.set_yticks(range(len(order)), [NAMES[n] for n in order], fontsize=8)
     ax.set_xlabel("metric at best η")
     ax.set_title(task)
-fig.suptitle("Each strategy at its own best η (lower is better): mean of 5 seeds, 95% t-interval")
+fig.suptitle(
+    "Each strategy at its own best η (lower is better): mean of 5 seeds, 95% t-interval"
+)
 plt.show()
 
 # %%
@@ -207,7 +225,13 @@ plt.show()
 
 # %%
 Table(
-    ["task", "strategy", "metric minus 1/√d_k's (95% t-interval, n)", "loss factor", "verdict"],
+    [
+        "task",
+        "strategy",
+        "metric minus 1/√d_k's (95% t-interval, n)",
+        "loss factor",
+        "verdict",
+    ],
     compared,
 )
 
@@ -228,10 +252,17 @@ rows_fresh, fresh_ranked = [], {}
 for task in TASKS:
     arrays = fresh.parts[f"strategy_grid__{task}"]
     values, log_lrs, names = metric.sweep_metric(full.parts[task])
-    picked = [int(full.parts[task]["quarters"][intervals.best(v, log_lrs).point]) for v in values]
+    picked = [
+        int(full.parts[task]["quarters"][intervals.best(v, log_lrs).point])
+        for v in values
+    ]
     if picked != arrays["quarters"].tolist():  # the rates were chosen by today's metric
-        raise RuntimeError(f"fresh_seeds, {task}: rates {arrays['quarters']}, today's {picked}")
-    gaps = metric.fresh_gaps(arrays, metric.initial_loss(full.parts[task]["curve_loss"]), REFERENCE)
+        raise RuntimeError(
+            f"fresh_seeds, {task}: rates {arrays['quarters']}, today's {picked}"
+        )
+    gaps = metric.fresh_gaps(
+        arrays, metric.initial_loss(full.parts[task]["curve_loss"]), REFERENCE
+    )
     fresh_ranked[task] = {}
     for n, gap in sorted(gaps.items(), key=lambda item: item[1].mean):
         word = gap.verdict("ahead", "behind", "tied", smallest=metric.SMALLEST_EFFECT)
@@ -265,7 +296,8 @@ for line in moved:
 FIXED = ["none", "inverse_d", "folded_init"]  # the other constant multipliers
 provisional = [r for r in rows if "provisional" in r[2]]
 print(
-    f"strategies whose best rate is provisional (at a cliff or an end): {len(provisional)} of {len(rows)}"
+    f"strategies whose best rate is provisional (at a cliff or an end): "
+    f"{len(provisional)} of {len(rows)}"
 )
 for task in TASKS:
     words = fresh_ranked[task]
@@ -278,7 +310,10 @@ for task in TASKS:
         who = [NAMES[n] for n, w in words.items() if w == verdict]
         print(f"{task}: {relation} 1/√d_k: {', '.join(who) or 'none'}")
     fixed_ahead = [NAMES[n] for n in FIXED if words[n] == "ahead"]
-    print(f"{task}: another fixed multiplier ahead of 1/√d_k: {', '.join(fixed_ahead) or 'none'}")
+    print(
+        f"{task}: another fixed multiplier ahead of 1/√d_k: "
+        f"{', '.join(fixed_ahead) or 'none'}"
+    )
 verdicts = {n: {fresh_ranked[t][n] for t in TASKS} for n in fresh_ranked[TASKS[0]]}
 print("\nacross both tasks:")
 for label, rule in (
@@ -286,7 +321,10 @@ for label, rule in (
     ("behind on both", lambda v: v == {"behind"}),
     ("ahead on one, behind on the other", lambda v: {"ahead", "behind"} <= v),
 ):
-    print(f"  {label}: {', '.join(NAMES[n] for n, v in verdicts.items() if rule(v)) or 'none'}")
+    print(
+        f"  {label}: "
+        f"{', '.join(NAMES[n] for n, v in verdicts.items() if rule(v)) or 'none'}"
+    )
 
 # %%
 # ## How the best learning rate moves with width, and why this is not a test of μP
@@ -321,7 +359,9 @@ for n in full.budget["width_strategies"]:
         here = metric.standing(arrays["curve_loss"][i], arrays["quarters"] / 4, initial)
         last = np.nanmean(arrays["curve_loss"][i, here.best.point, :, -1])
         shift[n].append(here)
-        rows.append([NAMES[n], str(d), here.rates(), here.best.value.text(), f"{last:.2g}"])
+        rows.append(
+            [NAMES[n], str(d), here.rates(), here.best.value.text(), f"{last:.2g}"]
+        )
 Table(
     [
         "strategy",
@@ -337,12 +377,17 @@ Table(
 unsolved = [
     str(d)
     for j, d in enumerate(WIDTHS)
-    if max(s[j].best.value.mean for s in shift.values()) > -1  # not a tenth of the start
+    if max(s[j].best.value.mean for s in shift.values())
+    > -1  # not a tenth of the start
 ]
 print(
-    f"widths where the retrieval task stays unsolved (metric above -1): {', '.join(unsolved) or 'none'}"
+    f"widths where the retrieval task stays unsolved (metric above -1): "
+    f"{', '.join(unsolved) or 'none'}"
 )
-print("verdict on learning-rate transfer: none drawn (only the attention multiplier changes)")
+print(
+    "verdict on learning-rate transfer: none drawn (only the attention multiplier "
+    "changes)"
+)
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.0), layout="constrained")

@@ -84,7 +84,10 @@ print(
 
 # %%
 held_out = {v: np.stack([r["held_out"] for r in runs[v]], axis=1) for v in VARIANTS}
-peak = {v: np.stack([np.nanmax(r["max_logit"], axis=(1, 2)) for r in runs[v]], 1) for v in VARIANTS}
+peak = {
+    v: np.stack([np.nanmax(r["max_logit"], axis=(1, 2)) for r in runs[v]], 1)
+    for v in VARIANTS
+}
 fig, axes = plt.subplots(1, 2, figsize=(7.6, 3.0), layout="constrained")
 plot_seed_bands(
     held_out,
@@ -130,14 +133,16 @@ plt.show()
 
 # %%
 def lr_terms(final: np.ndarray, initial: np.ndarray) -> np.ndarray:
-    """Each rate's term of Wortsman et al.'s LR sensitivity, per seed: ``final`` losses
-    ``(seeds, rates)`` and losses at initialisation ``(seeds,)`` to ``(seeds, rates)``; the
-    sensitivity is their mean over rates."""
+    """Each rate's term of Wortsman et al.'s LR sensitivity, per seed: ``final``
+    losses ``(seeds, rates)`` and losses at initialisation ``(seeds,)`` to
+    ``(seeds, rates)``; the sensitivity is their mean over rates."""
     curve = np.nan_to_num(final, nan=np.inf)  # a failed run is no better than l_0
     return np.minimum(curve, initial[:, None]) - curve.min(-1, keepdims=True)
 
 
-initial = {v: runs[v][0]["loss"][:, 0] for v in VARIANTS}  # loss at the first step, per seed
+initial = {
+    v: runs[v][0]["loss"][:, 0] for v in VARIANTS
+}  # loss at the first step, per seed
 terms = {v: lr_terms(held_out[v], initial[v]) for v in VARIANTS}
 rows = []
 for v in VARIANTS:
@@ -150,21 +155,33 @@ for v in VARIANTS:
             f"{lrs[best]:.2g}",
         ]
     )
-Table(["variant", "LR sensitivity, nats (95% t-interval, n)", "best final loss", "at η"], rows)
+Table(
+    ["variant", "LR sensitivity, nats (95% t-interval, n)", "best final loss", "at η"],
+    rows,
+)
 
 # %%
-per_rate = (terms["qk_layernorm"] - terms["inverse_sqrt"]).mean(0) / len(lrs)  # (rates,)
-diff = intervals.paired_gap(terms["inverse_sqrt"].mean(-1), terms["qk_layernorm"].mean(-1))
-word = diff.verdict("less", "more", "as", smallest=0.0, undecided="not clearly more or less")
+per_rate = (terms["qk_layernorm"] - terms["inverse_sqrt"]).mean(0) / len(
+    lrs
+)  # (rates,)
+diff = intervals.paired_gap(
+    terms["inverse_sqrt"].mean(-1), terms["qk_layernorm"].mean(-1)
+)
+word = diff.verdict(
+    "less", "more", "as", smallest=0.0, undecided="not clearly more or less"
+)
 print(
     f"LR sensitivity in nats, QK-LayerNorm minus baseline: {diff.text('+.3f')}; "
     f"QK-LayerNorm is {word} sensitive"
 )
 seeds = len(full.budget["seeds"])
-top = np.argsort(per_rate)[:2]  # the two rates that lower QK-LayerNorm's sensitivity most
+top = np.argsort(per_rate)[
+    :2
+]  # the two rates that lower QK-LayerNorm's sensitivity most
 print(
     f"share of the difference from the two rates that contribute most (η = "
-    f"{', '.join(f'{lrs[j]:.2g}' for j in sorted(top))}): {per_rate[top].sum() / per_rate.sum():.0%}"
+    f"{', '.join(f'{lrs[j]:.2g}' for j in sorted(top))}): "
+    f"{per_rate[top].sum() / per_rate.sum():.0%}"
 )
 
 # %%
@@ -247,9 +264,12 @@ moving_mean = events.moving_mean
 
 
 def run_events(run: dict[str, np.ndarray]) -> np.ndarray:
-    """1-based steps of (logits grow, attention collapses, loss spikes) per seed: ``(seeds, 3)``."""
+    """1-based steps of (logits grow, attention collapses, loss spikes) per seed:
+    ``(seeds, 3)``."""
     out = []
-    for loss, logit, entropy in zip(run["loss"], run["max_logit"], run["entropy"], strict=True):
+    for loss, logit, entropy in zip(
+        run["loss"], run["max_logit"], run["entropy"], strict=True
+    ):
         collapse = events.first(moving_mean(entropy.min(-1)) < COLLAPSE) + SMOOTH - 1
         grow = events.first(moving_mean(logit.max(-1)) > LARGE_LOGIT) + SMOOTH - 1
         out.append([grow, collapse, events.loss_spike(loss)])
@@ -273,7 +293,13 @@ for v in VARIANTS:
             for s in np.flatnonzero(spiked)
         ]
 Table(
-    ["variant", "η", "logits grow (step, per seed)", "attention collapses", "loss spikes"],
+    [
+        "variant",
+        "η",
+        "logits grow (step, per seed)",
+        "attention collapses",
+        "loss spikes",
+    ],
     rows,
 )
 
@@ -281,7 +307,8 @@ Table(
 for v in VARIANTS:
     print(
         f"{NAMES[v]}: {len(order[v])} runs spiked; attention collapsed first in "
-        f"{order[v].count('collapse first')}, the loss in {order[v].count('spike first')}"
+        f"{order[v].count('collapse first')}, the loss in "
+        f"{order[v].count('spike first')}"
     )
 
 # %%
@@ -294,7 +321,9 @@ for v in VARIANTS:
 
 
 # %%
-def collapse_first(run: dict[str, np.ndarray], floor: float, rise: float) -> tuple[int, int]:
+def collapse_first(
+    run: dict[str, np.ndarray], floor: float, rise: float
+) -> tuple[int, int]:
     """(runs whose loss spiked, of those the ones whose attention collapsed first)."""
     spiked = first = 0
     for loss, entropy in zip(run["loss"], run["entropy"], strict=True):
@@ -314,14 +343,18 @@ for v in VARIANTS:
         varied[v, floor, rise] = tuple(sum(c[i] for c in counts) for i in (0, 1))
 Table(
     ["variant", "collapse: entropy below", "spike: rise, nats", "collapse first"],
-    [[NAMES[v], f"{f:g}", f"{r:g}", f"{k} of {n}"] for (v, f, r), (n, k) in varied.items()],
+    [
+        [NAMES[v], f"{f:g}", f"{r:g}", f"{k} of {n}"]
+        for (v, f, r), (n, k) in varied.items()
+    ],
 )
 
 # %%
 for v in VARIANTS:
     shares = [k / n for (w, _, _), (n, k) in varied.items() if w == v and n]
     print(
-        f"{NAMES[v]}: attention collapsed first in {min(shares):.0%} to {max(shares):.0%} of "
+        f"{NAMES[v]}: attention collapsed first in {min(shares):.0%} to "
+        f"{max(shares):.0%} of "
         f"the spiked runs, over {len(shares)} pairs of thresholds"
     )
 
@@ -336,7 +369,9 @@ for v in VARIANTS:
 
 # %%
 j = next(
-    j for j in range(len(lrs)) if not np.isnan(run_events(runs["inverse_sqrt"][j])[:, 2]).any()
+    j
+    for j in range(len(lrs))
+    if not np.isnan(run_events(runs["inverse_sqrt"][j])[:, 2]).any()
 )
 fig, axes = plt.subplots(1, 3, figsize=(8.6, 3.0), layout="constrained")
 series = {
@@ -386,7 +421,8 @@ Table(
     [
         [
             "the baseline's logits pass 100 at rates where QK-LayerNorm's do not",
-            f"at η = {', '.join(only_baseline) or 'no rate'}; largest logit of any run: baseline "
+            f"at η = {', '.join(only_baseline) or 'no rate'}; largest logit of any "
+            f"run: baseline "
             f"{np.nanmax(peak['inverse_sqrt']):.3g}, QK-LayerNorm "
             f"{np.nanmax(peak['qk_layernorm']):.3g}",
             "yes" if only_baseline else "no",
@@ -403,10 +439,15 @@ Table(
         ],
         [
             "QK-LayerNorm lowers the LR sensitivity",
-            f"{terms['qk_layernorm'].mean():.3f} against {terms['inverse_sqrt'].mean():.3f} "
+            f"{terms['qk_layernorm'].mean():.3f} against "
+            f"{terms['inverse_sqrt'].mean():.3f} "
             f"nats; difference {diff.text('+.3f')}; "
             f"{per_rate[top].sum() / per_rate.sum():.0%} of it from two rates",
-            "yes" if diff.high < 0 else "the opposite" if diff.low > 0 else "not resolved",
+            "yes"
+            if diff.high < 0
+            else "the opposite"
+            if diff.low > 0
+            else "not resolved",
         ],
     ],
 )
@@ -429,7 +470,8 @@ Table(
 same_text = logit_growth.corpus()[1] == str(first["corpus_sha256"])
 if not same_text:
     print(
-        f"This Python's pydoc_data.topics differs from Python {first['python']}'s, the stored "
+        f"This Python's pydoc_data.topics differs from Python {first['python']}'s, the "
+        f"stored "
         "run's text: the rerun is skipped."
     )
 checks = stored.verify(full, stored.rerun("logit_growth")) if same_text else []

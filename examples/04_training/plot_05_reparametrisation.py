@@ -10,6 +10,7 @@ unscaled model's best learning rate sits.
 
 # %%
 import math
+import textwrap
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -103,7 +104,9 @@ def train_pair(make_opt, qk: dict) -> tuple[np.ndarray, np.ndarray]:
         curve = []
         for step in range(STEPS):
             batch = slice(BATCH * step, BATCH * (step + 1))
-            loss = torch.nn.functional.mse_loss(model(x_all[batch]).output, y_all[batch])
+            loss = torch.nn.functional.mse_loss(
+                model(x_all[batch]).output, y_all[batch]
+            )
             opt.zero_grad()
             loss.backward()
             opt.step()
@@ -144,7 +147,10 @@ for label, (make_opt, settings) in CASES.items():
     curves[label] = gap
     gaps[label] = float(gap.max())
     rows.append([label, f"{gap.max():.1e}", f"{gap[-1]:.1e}", f"{scaled[-1]:.4g}"])
-print(f"d_k = {D_K}, c = d_k^(-1/4) = {C:.4f}, c² = 1/√d_k = {C**2:.4f}; {STEPS} steps, η = {LR:g}")
+print(
+    f"d_k = {D_K}, c = d_k^(-1/4) = {C:.4f}, c² = 1/√d_k = {C**2:.4f}; {STEPS} steps, "
+    f"η = {LR:g}"
+)
 Table(
     [
         "unscaled model's W_q, W_k: initial weights times c, and",
@@ -179,7 +185,9 @@ for (label, gap), ls in zip(curves.items(), styles, strict=True):
 ax.set_yscale("log")
 ax.set_xlabel("Adam or SGD step")
 ax.set_ylabel("relative loss gap")
-ax.set_title("Unscaled against scaled, float64: exact only with the transformed settings")
+ax.set_title(
+    "Unscaled against scaled, float64: exact only with the transformed settings"
+)
 ax.axhline(2.2e-16, color="0.5", lw=0.8, ls=":")
 one_legend(fig, ncols=2)
 plt.show()
@@ -233,7 +241,11 @@ plt.show()
 # %%
 full = stored.load("scaling_matters")
 print(full.summary())
-print(f"metric: {metric.METRIC}")
+print(
+    textwrap.fill(
+        f"metric: {metric.METRIC}", 88, subsequent_indent="  ", break_on_hyphens=False
+    )
+)
 
 # %%
 rows, shifts = [], {}
@@ -243,7 +255,11 @@ for part, arrays in full.parts.items():
     values, log_lrs, variants = metric.sweep_metric(arrays)  # (variants, points, seeds)
     a = intervals.best(values[variants.index("inverse_sqrt")], log_lrs)
     b = intervals.best(values[variants.index("none_matched")], log_lrs)
-    point, low, high = b.log_lr - a.log_lr, b.near_low - a.near_high, b.near_high - a.near_low
+    point, low, high = (
+        b.log_lr - a.log_lr,
+        b.near_low - a.near_high,
+        b.near_high - a.near_low,
+    )
     shifts[part] = (d_k, point, low, high)
     rows.append(
         [
@@ -282,7 +298,10 @@ for part, (d_k, _, low, high) in shifts.items():
     else:
         where[part] = "above 1"
 for verdict in dict.fromkeys(where.values()):
-    print(f"near-best range {verdict}: {', '.join(p for p, w in where.items() if w == verdict)}")
+    print(
+        f"near-best range {verdict}: "
+        f"{', '.join(p for p, w in where.items() if w == verdict)}"
+    )
 
 # %%
 fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
@@ -300,14 +319,20 @@ for i, task in enumerate(tasks):
             ms=5,
         )
         ax.plot(d_k**-0.25, y, "|", color="k", ms=12, mew=2)
-        ax.annotate(f"$d_k = {d_k}$", (1.02, y), xycoords=("axes fraction", "data"), va="center")
+        ax.annotate(
+            f"$d_k = {d_k}$", (1.02, y), xycoords=("axes fraction", "data"), va="center"
+        )
 ax.axvline(1, color="0.5", lw=1, ls="--", label="no shift (only $W_v, W_o$ matter)")
-ax.plot([], [], "|", color="k", ms=12, mew=2, label="$d_k^{-1/4}$ (only $W_q, W_k$ matter)")
+ax.plot(
+    [], [], "|", color="k", ms=12, mew=2, label="$d_k^{-1/4}$ (only $W_q, W_k$ matter)"
+)
 ax.plot([], [], "o", color="0.45", label="measured, near-best range")
 ax.set_xscale("log")
 ticks = [0.2, 0.3, 0.5, 0.7, 1.0, 1.4, 2.0]
 lo, hi = ax.get_xlim()
-ax.set_xticks([t for t in ticks if lo <= t <= hi], [f"{t:g}" for t in ticks if lo <= t <= hi])
+ax.set_xticks(
+    [t for t in ticks if lo <= t <= hi], [f"{t:g}" for t in ticks if lo <= t <= hi]
+)
 ax.minorticks_off()
 ax.set_yticks(range(len(tasks)), tasks)
 ax.set_xlabel("best η of no scale (matched init) / best η of $1/\\sqrt{d_k}$")

@@ -54,10 +54,13 @@ TAU = 2.0  # QK-Clip's threshold, low enough that it acts here (Kimi K2 uses 100
 
 
 class Lion(torch.optim.Optimizer):
-    """Lion (Chen et al. 2023): the sign of an interpolated momentum, decoupled decay."""
+    """Lion (Chen et al. 2023): the sign of an interpolated momentum, decoupled
+    decay."""
 
     def __init__(self, params, lr=1e-4, betas=(0.9, 0.99), weight_decay=0.0):
-        super().__init__(params, {"lr": lr, "betas": betas, "weight_decay": weight_decay})
+        super().__init__(
+            params, {"lr": lr, "betas": betas, "weight_decay": weight_decay}
+        )
 
     @torch.no_grad()
     def step(self):
@@ -65,7 +68,9 @@ class Lion(torch.optim.Optimizer):
             (b1, b2), lr, wd = group["betas"], group["lr"], group["weight_decay"]
             for p in group["params"]:
                 m = self.state[p].setdefault("m", torch.zeros_like(p))
-                p.mul_(1 - lr * wd).add_(torch.sign(b1 * m + (1 - b1) * p.grad), alpha=-lr)
+                p.mul_(1 - lr * wd).add_(
+                    torch.sign(b1 * m + (1 - b1) * p.grad), alpha=-lr
+                )
                 m.mul_(b2).add_(p.grad, alpha=1 - b2)
 
 
@@ -73,7 +78,8 @@ clipped: list[float] = []  # the max logits QK-Clip acted on, over every run
 
 
 def qk_clip(wq: torch.Tensor, wk: torch.Tensor, max_logit: float) -> None:
-    """QK-Clip for one head: scale W_q and W_k by sqrt(tau / S_max) when S_max passes tau."""
+    """QK-Clip for one head: scale W_q and W_k by sqrt(tau / S_max) when S_max passes
+    tau."""
     if max_logit > TAU:
         clipped.append(max_logit)
         factor = math.sqrt(TAU / max_logit)
@@ -85,7 +91,9 @@ def train_pair(make_opt, qk: dict, clip: bool = False) -> float:
     """Largest logit gap, relative to the logits' size, between the scaled model and the
     unscaled one with W_q, W_k times c and the settings ``qk`` on those two matrices."""
     torch.manual_seed(SEED)
-    w = torch.randn(2, D_K, D_MODEL, dtype=torch.float64) / math.sqrt(D_MODEL)  # W_q, W_k
+    w = torch.randn(2, D_K, D_MODEL, dtype=torch.float64) / math.sqrt(
+        D_MODEL
+    )  # W_q, W_k
     models = []
     for scale, weights, settings in ((D_K**-0.5, w, {}), (1.0, C * w, qk)):
         wq, wk = (t.clone().requires_grad_() for t in weights)
@@ -95,19 +103,26 @@ def train_pair(make_opt, qk: dict, clip: bool = False) -> float:
         target = torch.randn(16, 8, 8, dtype=torch.float64).softmax(-1)
         logits = []
         for scale, wq, wk, opt in models:
-            s = scale * (x @ wq.T) @ (x @ wk.T).transpose(-2, -1)  # (batch, tokens, tokens)
+            s = (
+                scale * (x @ wq.T) @ (x @ wk.T).transpose(-2, -1)
+            )  # (batch, tokens, tokens)
             opt.zero_grad()
             (s.softmax(-1) - target).square().mean().backward()
             opt.step()
             if clip:
                 with torch.no_grad():
-                    qk_clip(wq, wk, (scale * (x @ wq.T) @ (x @ wk.T).transpose(-2, -1)).max())
+                    qk_clip(
+                        wq,
+                        wk,
+                        (scale * (x @ wq.T) @ (x @ wk.T).transpose(-2, -1)).max(),
+                    )
             logits.append(s.detach())
     return ((logits[0] - logits[1]).abs().max() / logits[0].abs().max()).item()
 
 
 LR, WD = 1e-2, 0.1
-OPTIMISERS = {  # name: (optimiser class, its settings, factors on them for W_q, W_k, QK-Clip)
+# name: (optimiser class, its settings, factors on them for W_q, W_k, QK-Clip)
+OPTIMISERS = {
     "SGD": (torch.optim.SGD, {"lr": LR, "momentum": 0.9}, {"lr": C**2}, False),
     "AdamW": (
         torch.optim.AdamW,
@@ -115,7 +130,12 @@ OPTIMISERS = {  # name: (optimiser class, its settings, factors on them for W_q,
         {"lr": C, "eps": 1 / C, "weight_decay": 1 / C},
         False,
     ),
-    "Lion": (Lion, {"lr": LR / 10, "weight_decay": WD}, {"lr": C, "weight_decay": 1 / C}, False),
+    "Lion": (
+        Lion,
+        {"lr": LR / 10, "weight_decay": WD},
+        {"lr": C, "weight_decay": 1 / C},
+        False,
+    ),
     "Adafactor": (torch.optim.Adafactor, {"lr": LR, "weight_decay": WD}, {}, False),
     "Muon": (
         torch.optim.Muon,
@@ -139,10 +159,15 @@ for name, (optimiser, base, factors, clip) in OPTIMISERS.items():
     settings = {key: base[key] * factor for key, factor in factors.items()}
     gaps[name] = train_pair(make_opt, settings, clip)
     controls[name] = train_pair(make_opt, {}, clip) if factors else math.nan
-    changed = ", ".join(f"{key} x {factor:.3g}" for key, factor in factors.items()) or "none"
+    changed = (
+        ", ".join(f"{key} x {factor:.3g}" for key, factor in factors.items()) or "none"
+    )
     control = "(the same)" if not factors else f"{controls[name]:.1e}"
     rows.append([name, changed, f"{gaps[name]:.1e}", control])
-Table(["optimiser", "settings changed on W_q, W_k", "gap", "gap with unchanged settings"], rows)
+Table(
+    ["optimiser", "settings changed on W_q, W_k", "gap", "gap with unchanged settings"],
+    rows,
+)
 
 # %%
 # ## What the measurement says

@@ -14,9 +14,11 @@ library.
 import torch
 
 
-def train_pair(d_model=32, d_k=64, steps=50, lr=1e-2, eps=1e-8, transform=True) -> float:
-    """Largest gap between the logits of the scaled model and of the unscaled one, relative to
-    their size, after ``steps`` Adam steps on the same batches (float64)."""
+def train_pair(
+    d_model=32, d_k=64, steps=50, lr=1e-2, eps=1e-8, transform=True
+) -> float:
+    """Largest gap between the logits of the scaled model and of the unscaled one,
+    relative to their size, after ``steps`` Adam steps on the same batches (float64)."""
     torch.manual_seed(0)
     c = d_k**-0.25
     w = torch.randn(2, d_k, d_model, dtype=torch.float64) / d_model**0.5  # W_q, W_k
@@ -25,11 +27,17 @@ def train_pair(d_model=32, d_k=64, steps=50, lr=1e-2, eps=1e-8, transform=True) 
     for scale, weights, qk in ((d_k**-0.5, w, {}), (1.0, c * w, settings)):
         weights = weights.clone().requires_grad_()
         models.append(
-            (scale, weights, torch.optim.Adam([{"params": [weights], **qk}], lr, eps=eps))
+            (
+                scale,
+                weights,
+                torch.optim.Adam([{"params": [weights], **qk}], lr, eps=eps),
+            )
         )
     for _ in range(steps):
         x = torch.randn(16, 8, d_model, dtype=torch.float64)  # (batch, tokens, d_model)
-        target = torch.randn(16, 8, 8, dtype=torch.float64).softmax(-1)  # weights to fit
+        target = torch.randn(16, 8, 8, dtype=torch.float64).softmax(
+            -1
+        )  # weights to fit
         logits = []
         for scale, weights, opt in models:
             q, k = x @ weights[0].T, x @ weights[1].T  # (batch, tokens, d_k)
@@ -45,7 +53,9 @@ def train_pair(d_model=32, d_k=64, steps=50, lr=1e-2, eps=1e-8, transform=True) 
 # ## Using it
 
 print(f"with Adam's settings transformed: relative gap {train_pair():.1e}")
-print(f"with the same settings for both:  relative gap {train_pair(transform=False):.1e}")
+print(
+    f"with the same settings for both:  relative gap {train_pair(transform=False):.1e}"
+)
 
 # %%
 # ## Checked against the library
@@ -58,7 +68,9 @@ print(f"with the same settings for both:  relative gap {train_pair(transform=Fal
 import attnscale
 
 gen = torch.Generator().manual_seed(1)
-q, k, v = (torch.randn(2, 1, 8, 64, generator=gen, dtype=torch.float64) for _ in range(3))
+q, k, v = (
+    torch.randn(2, 1, 8, 64, generator=gen, dtype=torch.float64) for _ in range(3)
+)
 c = 64**-0.25
 scaled = attnscale.scaled_dot_product_attention(q, k, v, need_logits=True).logits
 unscaled = attnscale.scaled_dot_product_attention(

@@ -33,7 +33,9 @@ x = torch.randn(BATCH, SEQ, D_MODEL)
 # `scale/ref` column reads 1 and the report has no findings.
 
 encoder = nn.TransformerEncoder(
-    nn.TransformerEncoderLayer(D_MODEL, HEADS, batch_first=True), 2, enable_nested_tensor=False
+    nn.TransformerEncoderLayer(D_MODEL, HEADS, batch_first=True),
+    2,
+    enable_nested_tensor=False,
 ).eval()
 with torch.no_grad(), AttentionMonitor(encoder) as monitor:
     encoder(x)
@@ -89,7 +91,9 @@ for mode in ("correct", "none", "d_model", "double"):
 # attention.
 
 var_q = attnscale.init_projection_variance("default", D_MODEL, D_MODEL)
-moments = attnscale.scaled_dot_product_moments(D_MODEL // HEADS, var_q=var_q, var_k=var_q)
+moments = attnscale.scaled_dot_product_moments(
+    D_MODEL // HEADS, var_q=var_q, var_k=var_q
+)
 expected = math.sqrt(moments.variance)
 fig, ax = plt.subplots(figsize=(6.4, 3.2), layout="constrained")
 LABELS = {
@@ -105,8 +109,8 @@ plot_monitor_summary(
     xlabel="within-row logit std",
     log=True,
     marks={f"expected with nn.Linear's default init: {expected:.2f}": expected},
-    # the strategies' colours where a bug is a strategy's scale (twice scaled is 1/d); a colour
-    # no strategy has for the width
+    # the strategies' colours where a bug is a strategy's scale (twice scaled is 1/d); a
+    # colour no strategy has for the width
     colors={
         LABELS["correct"]: STRATEGY_COLOURS["inverse_sqrt"],
         LABELS["none"]: STRATEGY_COLOURS["none"],
@@ -187,7 +191,9 @@ print(f"q std / k std = {last.q_std / last.k_std:.3g}, 1/sqrt(d_head) = {dh**-0.
 
 torch.manual_seed(SEED)
 mup = HandAttention("double")  # 1/sqrt(d_head) twice: 1/d_head, as muP intends
-with AttentionMonitor(mup, expected_scale=lambda site, head_dim: 1 / head_dim) as monitor:
+with AttentionMonitor(
+    mup, expected_scale=lambda site, head_dim: 1 / head_dim
+) as monitor:
     mup(x)
 print([(f.code, f.severity) for f in monitor.report().findings])
 

@@ -29,7 +29,9 @@ class CappedAttention(nn.Module):
         super().__init__()
         self.fast = fast
 
-    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor
+    ) -> torch.Tensor:
         if self.fast:  # bug: the fused path has no soft-cap
             return F.scaled_dot_product_attention(q, k, v)
         scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])  # (b, heads, n, n)

@@ -52,7 +52,11 @@ plot_monitor_summary(
     ax=ax,
     xlabel="max |q·k|",
     log=True,
-    marks={f"float16 maximum {torch.finfo(torch.float16).max:.0f}": torch.finfo(torch.float16).max},
+    marks={
+        f"float16 maximum {torch.finfo(torch.float16).max:.0f}": torch.finfo(
+            torch.float16
+        ).max
+    },
 )
 ax.set_title("Largest unscaled q·k in float16 (overflow drawn at the edge as inf)")
 

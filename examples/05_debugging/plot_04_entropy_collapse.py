@@ -36,8 +36,8 @@ class TinyModel(nn.Module):
 
 def batch(g: torch.Generator, size: int = BATCH) -> tuple[torch.Tensor, torch.Tensor]:
     x = torch.randn(size, SEQ, D_MODEL, generator=g)
-    # the previous token; the model has no positional information, so attention cannot find
-    # it, and the loss cannot go far below the target's variance, 1
+    # the previous token; the model has no positional information, so attention cannot
+    # find it, and the loss cannot go far below the target's variance, 1
     return x, x.roll(1, dims=1)
 
 
@@ -70,11 +70,17 @@ runs = {lr: train(lr) for lr in LEARNING_RATES}
 fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(7, 3), layout="constrained")
 for i, (lr, (monitor, _, _)) in enumerate(runs.items()):
     report = monitor.report()
-    run = {"color": f"C{i}", "label": f"lr {lr:g}", "legend": False}  # one colour per rate
+    run = {
+        "color": f"C{i}",
+        "label": f"lr {lr:g}",
+        "legend": False,
+    }  # one colour per rate
     plot_monitor_series(
         report, metric="normalized_entropy", ax=ax1, ylabel=r"entropy / $\ln n$", **run
     )
-    plot_monitor_series(report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|", **run)
+    plot_monitor_series(
+        report, metric="max_abs_logit", ax=ax2, ylabel="max |logit|", **run
+    )
 ax2.set_yscale("log")
 one_legend(fig)
 fig.suptitle("Attention entropy and largest logit during training, two learning rates")
@@ -98,9 +104,14 @@ held = {lr: [train(lr, seed)[2] for seed in SEEDS] for lr in LEARNING_RATES}
 low_rate, high_rate = LEARNING_RATES
 diffs = [h - lo for h, lo in zip(held[high_rate], held[low_rate], strict=True)]
 for lr in LEARNING_RATES:
-    print(f"lr {lr:g}: held-out loss per seed " + ", ".join(f"{v:.4f}" for v in held[lr]))
+    print(
+        f"lr {lr:g}: held-out loss per seed " + ", ".join(f"{v:.4f}" for v in held[lr])
+    )
 mean = sum(diffs) / len(diffs)
-print(f"high minus low: mean {mean:+.4f}, seeds from {min(diffs):+.4f} to {max(diffs):+.4f}")
+print(
+    f"high minus low: mean {mean:+.4f}, seeds from {min(diffs):+.4f} to "
+    f"{max(diffs):+.4f}"
+)
 print(
     "the high rate is worse on every seed"
     if min(diffs) > 0

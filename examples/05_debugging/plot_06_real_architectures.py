@@ -31,7 +31,8 @@ print(f"{len(zoo.FAMILIES)} families: {', '.join(zoo.FAMILIES)}")
 
 
 def watch(family: str, impl: str, **build: object) -> tuple[MonitorReport, bool]:
-    """Run one model with and without the monitor: its report, and whether outputs match."""
+    """Run one model with and without the monitor: its report, and whether outputs
+    match."""
     model, inputs = zoo.build(family, attn_implementation=impl, seed=SEED, **build)
     with torch.no_grad():
         plain = zoo.run(model, inputs)
@@ -42,14 +43,19 @@ def watch(family: str, impl: str, **build: object) -> tuple[MonitorReport, bool]
 
 def scale_read(report: MonitorReport) -> str:
     """The scales the monitor read, as multiples of 1/sqrt(head_dim)."""
-    ratios = sorted({round(r.last.scale_ratio, 3) for r in report.records if r.last.scale_ratio})
+    ratios = sorted(
+        {round(r.last.scale_ratio, 3) for r in report.records if r.last.scale_ratio}
+    )
     return ", ".join(f"{x:g}" for x in ratios) or "-"
 
 
 def verdict(report: MonitorReport) -> str:
-    """Warnings and errors by code; infos in brackets; 'no warning' when there are none."""
+    """Warnings and errors by code; infos in brackets; 'no warning' when there are
+    none."""
     worst: dict[str, str] = {}
-    for f in report.findings:  # sorted errors first, so the first severity seen is the worst
+    for f in (
+        report.findings
+    ):  # sorted errors first, so the first severity seen is the worst
         worst.setdefault(f.code, f.severity)
     loud = [f"{code} ({sev})" for code, sev in worst.items() if sev != "info"]
     quiet = [code for code, sev in worst.items() if sev == "info"]
@@ -78,10 +84,21 @@ for family in zoo.FAMILIES:
             continue
         report, same = watch(family, impl)
         healthy[family, impl] = report
-        row += [scale_read(report), verdict(report) + ("" if same else " OUTPUT CHANGED")]
+        row += [
+            scale_read(report),
+            verdict(report) + ("" if same else " OUTPUT CHANGED"),
+        ]
     rows.append(row)
 Table(
-    ["family", "head_dim", "scale, eager", "verdict, eager", "scale, sdpa", "verdict, sdpa"], rows
+    [
+        "family",
+        "head_dim",
+        "scale, eager",
+        "verdict, eager",
+        "scale, sdpa",
+        "verdict, sdpa",
+    ],
+    rows,
 )
 
 # %%
@@ -115,7 +132,10 @@ assert quiet == len(healthy), "the prose above says every healthy model passes"
 # own below.
 
 BUGS = {
-    "no-scale": {"families": [f for f in zoo.FAMILIES if f != "falcon"], "impls": "all"},
+    "no-scale": {
+        "families": [f for f in zoo.FAMILIES if f != "falcon"],
+        "impls": "all",
+    },
     "wrong-scalar": {"families": ["gemma2"], "impls": "all"},
     "qk-x16": {"families": list(zoo.FAMILIES), "impls": ["eager"]},
     "fp16-overflow": {"families": list(zoo.FAMILIES), "impls": ["eager"]},
@@ -130,17 +150,24 @@ planted = {}
 cells: dict[str, dict[str, str]] = {family: {} for family in zoo.FAMILIES}
 for bug, where in BUGS.items():
     for family in where["families"]:
-        impls = zoo.implementations(family) if where["impls"] == "all" else where["impls"]
+        impls = (
+            zoo.implementations(family) if where["impls"] == "all" else where["impls"]
+        )
         for impl in impls:
             dtype = torch.float16 if bug == "fp16-overflow" else torch.float32
             report, same = watch(family, impl, bug=bug, dtype=dtype)
             planted[bug, family, impl] = bool(report.codes("warning") & EXPECTED[bug])
             loud = sorted(report.codes("warning") & EXPECTED[bug]) or ["missed"]
-            cells[family][f"{bug}, {impl}"] = ", ".join(loud) + ("" if same else " CHANGED")
+            cells[family][f"{bug}, {impl}"] = ", ".join(loud) + (
+                "" if same else " CHANGED"
+            )
 columns = ["no-scale, eager", "no-scale, sdpa", "qk-x16, eager", "fp16-overflow, eager"]
 Table(
     ["family", *columns],
-    [[family, *(cells[family].get(c, "-") for c in columns)] for family in zoo.FAMILIES],
+    [
+        [family, *(cells[family].get(c, "-") for c in columns)]
+        for family in zoo.FAMILIES
+    ],
 )
 
 # %%
@@ -158,8 +185,14 @@ assert all(planted.values()), "the prose above says every planted bug is caught"
 
 wrong, _ = watch("gemma2", "eager", bug="wrong-scalar")
 off = wrong.records[0].last.scale_ratio
-print(f"Gemma-2's wrong scalar changes the scale by {100 * (off - 1):.1f}%; the finding:")
-print(textwrap.fill(next(f.message for f in wrong.findings if f.code == "scale-mismatch"), 88))
+print(
+    f"Gemma-2's wrong scalar changes the scale by {100 * (off - 1):.1f}%; the finding:"
+)
+print(
+    textwrap.fill(
+        next(f.message for f in wrong.findings if f.code == "scale-mismatch"), 88
+    )
+)
 
 # %%
 # ## What the monitor read
@@ -173,7 +206,8 @@ print(textwrap.fill(next(f.message for f in wrong.findings if f.code == "scale-m
 
 
 def effective(report: MonitorReport, family: str) -> float:
-    """The scale read, times sqrt(head_dim); for T5 with its folded factor, q's spread over k's."""
+    """The scale read, times sqrt(head_dim); for T5 with its folded factor, q's spread
+    over k's."""
     s = report.records[0].last
     assert s.scale_ratio is not None
     if family == "t5":
@@ -198,10 +232,13 @@ ax.axvline(1.0, color="0.3", linewidth=1)
 ax.set_xscale("log", base=2)
 ax.xaxis.set_major_formatter("{x:g}")
 ax.set_xlim(0.8, 8)
-ax.set_yticks(range(len(families)), [f"{f} (folded)" if f == "t5" else f for f in families])
+ax.set_yticks(
+    range(len(families)), [f"{f} (folded)" if f == "t5" else f for f in families]
+)
 ax.invert_yaxis()
 ax.set_xlabel(
-    r"scale read $\times\sqrt{d_\mathrm{head}}$ (1: correct; dotted: $\sqrt{d_\mathrm{head}}$)"
+    r"scale read $\times\sqrt{d_\mathrm{head}}$ (1: correct; dotted: "
+    r"$\sqrt{d_\mathrm{head}}$)"
 )
 fig.suptitle("Scale read by the monitor, eager attention")
 fig.legend(loc="outside lower center", ncols=2)

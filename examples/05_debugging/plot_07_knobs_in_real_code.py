@@ -12,7 +12,8 @@ SEED = 0
 BATCH, HEADS, SEQ, HEAD_DIM = 2, 4, 16, 16
 D_MODEL = HEADS * HEAD_DIM
 CAP = 5.0  # a small soft-cap, so that it matters at this size (Gemma 2 uses 50)
-# Gemma-2-9B's query_pre_attn_scalar, as first converted and as fixed (transformers #31891)
+# Gemma-2-9B's query_pre_attn_scalar, as first converted and as fixed (transformers
+# #31891)
 GEMMA2_9B_SCALAR = {"converted": 224, "fixed (head_dim)": 256}
 
 import inspect
@@ -37,19 +38,24 @@ q, k, v = (torch.randn(BATCH, HEADS, SEQ, HEAD_DIM, generator=gen) for _ in rang
 
 
 def finding(report: MonitorReport, code: str) -> str:
-    """The first finding with this code, as 'SEVERITY: message' folded to the page width."""
+    """The first finding with this code, as 'SEVERITY: message' folded to the page
+    width."""
     f = next((f for f in report.findings if f.code == code), None)
     if f is None:
         return f"no {code} finding"
-    return textwrap.fill(f"{f.severity.upper()}: {f.message}", 92, subsequent_indent="    ")
+    return textwrap.fill(
+        f"{f.severity.upper()}: {f.message}", 92, subsequent_indent="    "
+    )
 
 
 def scale_line(report: MonitorReport) -> str:
-    """What the monitor read at the first call site: the scale, its source, scale x sqrt(d_h)."""
+    """What the monitor read at the first call site: the scale, its source, scale x
+    sqrt(d_h)."""
     s = report.records[0].last
     return (
         f"{report.records[0].where}: scale {s.scale:.4g} ({s.scale_source}), head_dim "
-        f"{s.head_dim}, scale x sqrt(head_dim) = {s.scale_ratio:.3g}, softcap {s.softcap}"
+        f"{s.head_dim}, scale x sqrt(head_dim) = {s.scale_ratio:.3g}, softcap "
+        f"{s.softcap}"
     )
 
 
@@ -66,7 +72,10 @@ print(f"documented signature: {sdpa_doc}")
 default = F.scaled_dot_product_attention(q, k, v)
 explicit = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(HEAD_DIM))
 by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(HEAD_DIM), dim=-1) @ v
-print(f"max |scale=None - scale=1/sqrt({HEAD_DIM})| = {(default - explicit).abs().max():.2e}")
+print(
+    f"max |scale=None - scale=1/sqrt({HEAD_DIM})| = "
+    f"{(default - explicit).abs().max():.2e}"
+)
 print(f"max |scale=None - by hand|            = {(default - by_hand).abs().max():.2e}")
 
 # %%
@@ -76,7 +85,9 @@ print(f"max |scale=None - by hand|            = {(default - by_hand).abs().max()
 # the likely cause.
 
 with AttentionMonitor() as monitor:
-    F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(D_MODEL))  # bug: d_model
+    F.scaled_dot_product_attention(
+        q, k, v, scale=1 / math.sqrt(D_MODEL)
+    )  # bug: d_model
 wrong_sdpa = monitor.report()
 print(scale_line(wrong_sdpa))
 print(finding(wrong_sdpa, "scale-mismatch"))
@@ -102,7 +113,8 @@ print(finding(wrong_sdpa, "scale-mismatch"))
 
 from torch.nn.attention.flex_attention import flex_attention
 
-print(f"flex_attention{inspect.signature(flex_attention)}"[:150] + " ...")
+signature = f"flex_attention{inspect.signature(flex_attention)}"[:150] + " ..."
+print(textwrap.fill(signature, 88, subsequent_indent="    ", break_on_hyphens=False))
 
 
 def soft_cap(
@@ -116,9 +128,14 @@ def soft_cap(
     return CAP * torch.tanh(score / CAP)
 
 
-big_q, big_k = 3 * q, 3 * k  # larger q and k, as after training: raw logits pass the cap
+big_q, big_k = (
+    3 * q,
+    3 * k,
+)  # larger q and k, as after training: raw logits pass the cap
 with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+    warnings.filterwarnings(
+        "ignore", message="flex_attention called without torch.compile"
+    )
     with AttentionMonitor() as monitor:
         flex = flex_attention(big_q, big_k, v, score_mod=soft_cap)
     flex_report = monitor.report()
@@ -129,7 +146,10 @@ capped_report = monitor.report()
 uncapped = F.scaled_dot_product_attention(big_q, big_k, v)
 print(f"max |flex - attnscale softcap={CAP:g}| = {(flex - capped).abs().max():.2e}")
 print(f"max |flex - SDPA (no cap)|        = {(flex - uncapped).abs().max():.3f}")
-print(f"flex output the same with and without the monitor: {torch.equal(flex, flex_again)}")
+print(
+    f"flex output the same with and without the monitor: "
+    f"{torch.equal(flex, flex_again)}"
+)
 
 # %%
 # The capped computations agree with each other, and differ from SDPA's uncapped output by
@@ -163,7 +183,9 @@ def scaled_again(
 
 
 with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+    warnings.filterwarnings(
+        "ignore", message="flex_attention called without torch.compile"
+    )
     with AttentionMonitor() as monitor:
         flex_attention(q, k, v, score_mod=scaled_again)
 twice = monitor.report()
@@ -208,26 +230,36 @@ def flash_like(
     causal: bool = False,
     softcap: float = 0.0,
 ) -> torch.Tensor:
-    """FlashAttention's arithmetic in plain torch, on (batch, seqlen, nheads, headdim)."""
+    """FlashAttention's arithmetic in plain torch, on (batch, seqlen, nheads,
+    headdim)."""
     q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # (batch, nheads, seqlen, headdim)
     if softmax_scale is None:
         softmax_scale = q.shape[-1] ** -0.5
-    scores = (q * softmax_scale) @ k.transpose(-2, -1)  # (batch, nheads, seqlen_q, seqlen_k)
+    scores = (q * softmax_scale) @ k.transpose(
+        -2, -1
+    )  # (batch, nheads, seqlen_q, seqlen_k)
     if softcap > 0:
         scores = softcap * torch.tanh(scores / softcap)
     if causal:  # bottom-right aligned: query i sees keys up to i + seqlen_k - seqlen_q
         n_q, n_k = scores.shape[-2:]
         keep = torch.ones(n_q, n_k, dtype=torch.bool).tril(diagonal=n_k - n_q)
         scores = scores.masked_fill(~keep, float("-inf"))
-    return (torch.softmax(scores, dim=-1) @ v).transpose(1, 2)  # (batch, seqlen, nheads, headdim)
+    return (torch.softmax(scores, dim=-1) @ v).transpose(
+        1, 2
+    )  # (batch, seqlen, nheads, headdim)
 
 
-fa_q, fa_k, fa_v = (t.transpose(1, 2) for t in (big_q, big_k, v))  # FlashAttention's layout
+fa_q, fa_k, fa_v = (
+    t.transpose(1, 2) for t in (big_q, big_k, v)
+)  # FlashAttention's layout
 with AttentionMonitor() as monitor:
     fa = flash_like(fa_q, fa_k, fa_v, softcap=CAP)
 fa_report = monitor.report()
 plain = flash_like(fa_q, fa_k, fa_v).transpose(1, 2)
-print(f"max |flash_like(softcap={CAP:g}) - flex| = {(fa.transpose(1, 2) - flex).abs().max():.2e}")
+print(
+    f"max |flash_like(softcap={CAP:g}) - flex| = "
+    f"{(fa.transpose(1, 2) - flex).abs().max():.2e}"
+)
 print(f"max |flash_like(defaults) - SDPA| = {(plain - uncapped).abs().max():.2e}")
 print(scale_line(fa_report))
 
@@ -238,7 +270,9 @@ print(scale_line(fa_report))
 # attention implementation reads it at each call: eager multiplies $QK^\top$ by it, the SDPA
 # path passes it as `scale=`. The lines that set it, read from the installed Llama code:
 
-init = inspect.getsource(transformers.models.llama.modeling_llama.LlamaAttention.__init__)
+init = inspect.getsource(
+    transformers.models.llama.modeling_llama.LlamaAttention.__init__
+)
 for line in init.splitlines():
     if "self.scaling" in line or "self.head_dim =" in line:
         print(line.strip())
@@ -250,7 +284,10 @@ for impl in ("eager", "sdpa"):
     with AttentionMonitor(model) as monitor:
         zoo.run(model, inputs)
     llama_reports[impl] = monitor.report()
-    print(f"{impl:>5}: scaling = {attn.scaling:.4g}, head_dim**-0.5 = {attn.head_dim**-0.5:.4g}")
+    print(
+        f"{impl:>5}: scaling = {attn.scaling:.4g}, head_dim**-0.5 = "
+        f"{attn.head_dim**-0.5:.4g}"
+    )
     print(f"       {scale_line(llama_reports[impl])}")
     print(f"       warnings: {sorted(llama_reports[impl].codes('warning')) or 'none'}")
 
@@ -260,7 +297,9 @@ for impl in ("eager", "sdpa"):
 # both paths read it, and the monitor reports it on both.
 
 for impl in ("eager", "sdpa"):
-    model, inputs = zoo.build("llama", attn_implementation=impl, seed=SEED, bug="no-scale")
+    model, inputs = zoo.build(
+        "llama", attn_implementation=impl, seed=SEED, bug="no-scale"
+    )
     with AttentionMonitor(model) as monitor:
         zoo.run(model, inputs)
     report = monitor.report()
@@ -278,18 +317,22 @@ for impl in ("eager", "sdpa"):
 # wrong scale, and that is the Gemma-2-9B bug: its converted config had the scalar at
 # `hidden_size / num_attention_heads` instead of `head_dim` (transformers #31891).
 
-init = inspect.getsource(transformers.models.gemma2.modeling_gemma2.Gemma2Attention.__init__)
+init = inspect.getsource(
+    transformers.models.gemma2.modeling_gemma2.Gemma2Attention.__init__
+)
 print(next(line.strip() for line in init.splitlines() if "self.scaling" in line))
 defaults = transformers.Gemma2Config()
 print(
-    f"Gemma2Config defaults: head_dim {defaults.head_dim}, hidden_size / num_attention_heads = "
+    f"Gemma2Config defaults: head_dim {defaults.head_dim}, hidden_size / "
+    f"num_attention_heads = "
     f"{defaults.hidden_size} / {defaults.num_attention_heads} = "
     f"{defaults.hidden_size / defaults.num_attention_heads:g}, "
     f"query_pre_attn_scalar {defaults.query_pre_attn_scalar}"
 )
 old, new = GEMMA2_9B_SCALAR.values()
 print(
-    f"Gemma-2-9B: scalar {old} instead of {new} makes the scale {math.sqrt(new / old):.4f} x too large"
+    f"Gemma-2-9B: scalar {old} instead of {new} makes the scale "
+    f"{math.sqrt(new / old):.4f} x too large"
 )
 
 # %%
@@ -313,7 +356,10 @@ print(
 with AttentionMonitor(model) as monitor:
     zoo.run(model, inputs)
 gemma_ok = monitor.report()
-print(f"right:  {scale_line(gemma_ok)}; warnings: {sorted(gemma_ok.codes('warning')) or 'none'}")
+print(
+    f"right:  {scale_line(gemma_ok)}; warnings: "
+    f"{sorted(gemma_ok.codes('warning')) or 'none'}"
+)
 
 ported, inputs = zoo.build(
     "gemma2", seed=SEED, config_overrides={"query_pre_attn_scalar": per_head}
@@ -344,12 +390,20 @@ print(finding(gemma_port, "scale-mismatch"))
 # tiny model calls its sub-modules, recorded with forward hooks:
 
 ORDER = ("ln_1", "attn", "ln_2", "mlp", "input_layernorm", "self_attn")
-ORDER += ("post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")
+ORDER += (
+    "post_attention_layernorm",
+    "pre_feedforward_layernorm",
+    "post_feedforward_layernorm",
+)
 
 
 def call_order(model: torch.nn.Module, inputs: dict[str, torch.Tensor]) -> list[str]:
     """Names of the first decoder layer's direct children, in the order they run."""
-    layer = next(m for n, m in model.named_modules() if n.endswith("h.0") or n.endswith("layers.0"))
+    layer = next(
+        m
+        for n, m in model.named_modules()
+        if n.endswith("h.0") or n.endswith("layers.0")
+    )
     seen: list[str] = []
     handles = [
         child.register_forward_pre_hook(lambda *_, name=name: seen.append(name))
@@ -384,7 +438,8 @@ tiny = {
     "gemma3": (gemma3, gemma3_inputs),
 }
 for name, (m, x) in tiny.items():
-    print(f"{name:>6}: {' -> '.join(call_order(m, x))}")
+    order = f"{name:>6}: {' -> '.join(call_order(m, x))}"
+    print(textwrap.fill(order, 88, subsequent_indent=" " * 8, break_on_hyphens=False))
 
 # %%
 # Every one normalises before attention. Llama's `post_attention_layernorm` is, despite its
@@ -402,9 +457,15 @@ for key in ("attn_logit_softcapping", "final_logit_softcapping"):
         f"{key}: Gemma2Config {getattr(transformers.Gemma2Config(), key)}, "
         f"Gemma3TextConfig {getattr(transformers.Gemma3TextConfig(), key)}"
     )
-g2_attn, g3_attn = tiny["gemma2"][0].model.layers[0].self_attn, gemma3.model.layers[0].self_attn
+g2_attn, g3_attn = (
+    tiny["gemma2"][0].model.layers[0].self_attn,
+    gemma3.model.layers[0].self_attn,
+)
 for name, a in (("Gemma 2", g2_attn), ("Gemma 3", g3_attn)):
-    print(f"{name} attention has q_norm/k_norm: {hasattr(a, 'q_norm')}/{hasattr(a, 'k_norm')}")
+    print(
+        f"{name} attention has q_norm/k_norm: "
+        f"{hasattr(a, 'q_norm')}/{hasattr(a, 'k_norm')}"
+    )
 
 rms: dict[str, float] = {}
 
@@ -418,8 +479,12 @@ def typical_rms(t: torch.Tensor, size: int) -> float:
 def record(name: str, size: int) -> Callable[..., None]:
     """A forward hook that stores the typical RMS of a module's input and output."""
 
-    def hook(module: torch.nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor) -> None:
-        rms[f"{name} in"] = typical_rms(args[0], args[0].shape[-1] if "proj" in name else size)
+    def hook(
+        module: torch.nn.Module, args: tuple[torch.Tensor, ...], out: torch.Tensor
+    ) -> None:
+        rms[f"{name} in"] = typical_rms(
+            args[0], args[0].shape[-1] if "proj" in name else size
+        )
         rms[f"{name} out"] = typical_rms(out, size)
 
     return hook
@@ -427,7 +492,9 @@ def record(name: str, size: int) -> Callable[..., None]:
 
 llama_attn = tiny["llama"][0].model.layers[0].self_attn
 hooks = [
-    llama_attn.q_proj.register_forward_hook(record("llama q_proj", llama_attn.head_dim)),
+    llama_attn.q_proj.register_forward_hook(
+        record("llama q_proj", llama_attn.head_dim)
+    ),
     g3_attn.q_norm.register_forward_hook(record("gemma3 q_norm", g3_attn.head_dim)),
 ]
 zoo.run(*tiny["llama"])
@@ -435,7 +502,8 @@ zoo.run(gemma3, gemma3_inputs)
 for h in hooks:
     h.remove()
 print(
-    f"Llama:   RMS of a token at the q_proj input {rms['llama q_proj in']:.3g} (after RMSNorm), "
+    f"Llama:   RMS of a token at the q_proj input {rms['llama q_proj in']:.3g} (after "
+    f"RMSNorm), "
     f"of one head's q {rms['llama q_proj out']:.3g}"
 )
 print(

@@ -10,7 +10,11 @@ shows what the monitor makes of masked logits.
 SEED = 0
 BATCH, HEADS, SEQ, D_HEAD = 1, 2, 6, 16
 PAD = 2  # left padding: the first PAD positions of the sequence are padding
-FILLS = {"-inf": float("-inf"), "-1e9": -1e9, "finfo.min": None}  # None: the dtype's minimum
+FILLS = {
+    "-inf": float("-inf"),
+    "-1e9": -1e9,
+    "finfo.min": None,
+}  # None: the dtype's minimum
 
 import math
 
@@ -49,7 +53,8 @@ v = torch.randn(BATCH, HEADS, SEQ, D_HEAD)
 
 
 def handwritten(q: torch.Tensor, k: torch.Tensor, fill: float | None) -> torch.Tensor:
-    """Attention weights as many code bases write them: scale, fill the masked logits, softmax."""
+    """Attention weights as many code bases write them: scale, fill the masked logits,
+    softmax."""
     scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])  # (b, heads, q, k)
     value = torch.finfo(scores.dtype).min if fill is None else fill
     scores = scores.masked_fill(~allowed, value)
@@ -77,14 +82,20 @@ def try_write(write) -> str:
 
 writes = {
     "x.masked_fill(m, -1e9)": lambda: half.masked_fill(hide, -1e9),
-    "x[m] = -1e6  (d2l)": lambda: half.index_put((hide,), torch.tensor(-1e6, dtype=half.dtype)),
+    "x[m] = -1e6  (d2l)": lambda: half.index_put(
+        (hide,), torch.tensor(-1e6, dtype=half.dtype)
+    ),
     "torch.where(m, -1e9, x)": lambda: torch.where(hide, -1e9, half),
-    "float32 mask of -1e9, .half()": lambda: torch.zeros(3).masked_fill(hide, -1e9).half(),
+    "float32 mask of -1e9, .half()": lambda: (
+        torch.zeros(3).masked_fill(hide, -1e9).half()
+    ),
     "two finfo.min masks added": lambda: (
         half.masked_fill(hide, torch.finfo(half.dtype).min)
         + half.masked_fill(hide, torch.finfo(half.dtype).min)
     ),
-    "bfloat16 masked_fill(m, -1e9)": lambda: half.bfloat16().masked_fill(hide, -1e9).float(),
+    "bfloat16 masked_fill(m, -1e9)": lambda: (
+        half.bfloat16().masked_fill(hide, -1e9).float()
+    ),
 }
 print(f"float16 range: +-{torch.finfo(torch.float16).max:.0f}")
 for name, write in writes.items():
@@ -105,7 +116,10 @@ for dtype in (torch.float32, torch.float16):
         w = handwritten(qs, ks, fill)
         live = allowed.any(dim=-1)  # (q,) rows with a valid key
         diff = (w - reference)[..., live, :].abs().max().item()
-        print(f"{dtype!s:<14} fill {name:<10} rows with a valid key: max |w - w(-inf)| = {diff}")
+        print(
+            f"{dtype!s:<14} fill {name:<10} rows with a valid key: max |w - w(-inf)| = "
+            f"{diff}"
+        )
 
 # %%
 # ## Rows with no valid key
@@ -120,21 +134,25 @@ for dtype in (torch.float32, torch.float16):
 rows = {}
 for name, fill in FILLS.items():
     rows[f"hand-written, fill {name}"] = handwritten(q, k, fill)
-ours = attnscale.scaled_dot_product_attention(q, k, v, attn_mask=allowed, need_weights=True)
+ours = attnscale.scaled_dot_product_attention(
+    q, k, v, attn_mask=allowed, need_weights=True
+)
 rows["attnscale, torch SDPA (zeros)"] = ours.weights
 
 dead = ~allowed.any(dim=-1)  # (q,)
 out_torch = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
 for name, w in rows.items():
-    print(f"{name:<30} a no-valid-key row: {[round(x, 3) for x in w[0, 0, 0].tolist()]}")
+    print(
+        f"{name:<30} a no-valid-key row: {[round(x, 3) for x in w[0, 0, 0].tolist()]}"
+    )
 print(
     "torch SDPA output of the no-valid-key rows is zero:",
     bool((out_torch[..., dead, :] == 0).all()),
 )
 
-# The NaN in the forward pass: the loss is NaN, and so is the gradient of what the NaN rows
-# multiply (here the values; the logits' gradient is cut by masked_fill, which fills every
-# entry of such a row).
+# The NaN in the forward pass: the loss is NaN, and so is the gradient of what the NaN
+# rows multiply (here the values; the logits' gradient is cut by masked_fill, which
+# fills every entry of such a row).
 q_grad, v_grad = q.clone().requires_grad_(), v.clone().requires_grad_()
 loss = (handwritten(q_grad, k, float("-inf")) @ v_grad).sum()
 loss.backward()
@@ -143,13 +161,23 @@ print(
     f"{int(v_grad.grad.isnan().sum())} of {v_grad.numel()}"
 )
 
-fig, axes = plt.subplots(1, len(rows), figsize=(7, 2.3), layout="constrained", sharey=True)
+fig, axes = plt.subplots(
+    1, len(rows), figsize=(7, 2.3), layout="constrained", sharey=True
+)
 cmap = plt.get_cmap("viridis").with_extremes(bad="#d62728")
 for ax, (name, w) in zip(axes, rows.items(), strict=True):
     image = ax.imshow(w[0, 0].numpy(), cmap=cmap, vmin=0, vmax=1)
     for i in torch.nonzero(dead).flatten().tolist():
         if w[0, 0, i].isnan().all():
-            ax.text(SEQ / 2 - 0.5, i, "NaN", ha="center", va="center", color="white", fontsize=8)
+            ax.text(
+                SEQ / 2 - 0.5,
+                i,
+                "NaN",
+                ha="center",
+                va="center",
+                color="white",
+                fontsize=8,
+            )
     ax.set_title(name.replace(", ", ",\n"), fontsize=8)
     ax.set_xlabel("key position")
     ax.set_xticks(range(SEQ))
@@ -186,7 +214,8 @@ for label, fill in {"-1e9": -1e9, "-100": -100.0, "-2": -2.0}.items():
     s = report.records[0].last
     print(
         f"fill {label:<5} masked fraction {s.masked_fraction:.2f}, logit std "
-        f"{s.logit_std:.2f}, mask leak {s.mask_leak:.2g}, findings: {sorted(report.codes('info'))}"
+        f"{s.logit_std:.2f}, mask leak {s.mask_leak:.2g}, findings: "
+        f"{sorted(report.codes('info'))}"
     )
 
 print()

@@ -29,7 +29,8 @@ results = {case.name: outcome(case) for case in CASES}
 
 
 def is_caught(case: Case) -> bool:
-    """A bug is caught: a scaling finding on the code as reported, nothing on the fix."""
+    """A bug is caught: a scaling finding on the code as reported, nothing on the
+    fix."""
     reported, fixed = results[case.name]
     return bool(reported & SCALING_CODES) and not fixed
 
@@ -46,7 +47,13 @@ def declared(case: Case) -> str:
 def bug_table(group: str) -> Table:
     cases = [c for c in CASES if c.group == group]
     return Table(
-        [GROUPS[group][1], "declared scale", "reported: findings", "fixed: findings", "caught"],
+        [
+            GROUPS[group][1],
+            "declared scale",
+            "reported: findings",
+            "fixed: findings",
+            "caught",
+        ],
         [
             [
                 c.title,
@@ -133,14 +140,22 @@ traps_flagged = [c for c in traps if is_flagged(c)]
 recall_low, recall_high = wilson_interval(len(caught), len(bugs))
 fp_low, fp_high = wilson_interval(len(traps_flagged), len(traps))
 print(f"bugs caught: {len(caught)} of {len(bugs)}")
-print(f"recall: {len(caught) / len(bugs):.2f}, 95% interval {recall_low:.2f} to {recall_high:.2f}")
-print(f"fixed versions flagged: {sum(bool(results[c.name][1]) for c in bugs)} of {len(bugs)}")
+print(
+    f"recall: {len(caught) / len(bugs):.2f}, 95% interval {recall_low:.2f} to "
+    f"{recall_high:.2f}"
+)
+print(
+    f"fixed versions flagged: {sum(bool(results[c.name][1]) for c in bugs)} of "
+    f"{len(bugs)}"
+)
 print(f"traps flagged: {len(traps_flagged)} of {len(traps)}")
 print(
     f"false-positive rate: {len(traps_flagged) / len(traps):.2f}, "
     f"95% interval {fp_low:.2f} to {fp_high:.2f}"
 )
-print(f"cases declaring their scale: {sum(c.expected_scale is not None for c in CASES)}")
+print(
+    f"cases declaring their scale: {sum(c.expected_scale is not None for c in CASES)}"
+)
 print(f"projects: {len(collections.Counter(c.project for c in CASES))}")
 
 # %%
@@ -183,7 +198,10 @@ trained = stored.load("trained_lm")
 print(trained.summary())
 loss = trained.parts["seed0"]["loss"]
 quarters = [float(np.mean(q)) for q in np.array_split(loss, 4)]
-print("training loss, mean of each quarter of the run:", ", ".join(f"{q:.3f}" for q in quarters))
+print(
+    "training loss, mean of each quarter of the run:",
+    ", ".join(f"{q:.3f}" for q in quarters),
+)
 print(f"held-out loss: {float(trained.parts['seed0']['held_out']):.3f} nats per byte")
 
 # %%
@@ -203,7 +221,11 @@ print(f"warnings on the healthy trained model: {len(runs.healthy_warnings)}")
 Table(
     ["bug planted in the trained model", "findings at warning or above", "caught"],
     [
-        [bug, ", ".join(sorted(codes)) or "none", "yes" if codes & SCALING_CODES else "NO"]
+        [
+            bug,
+            ", ".join(sorted(codes)) or "none",
+            "yes" if codes & SCALING_CODES else "NO",
+        ]
         for bug, codes in runs.planted.items()
     ],
 )

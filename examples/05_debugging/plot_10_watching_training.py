@@ -129,12 +129,20 @@ def yes_no(flag: bool) -> str:
 
 computed = [d for d in DEFINITIONS if d.per is not None]
 Table(
-    ["library", "logged as", "max of", "clamped at 0", "masked entries", "one value per"],
+    [
+        "library",
+        "logged as",
+        "max of",
+        "clamped at 0",
+        "masked entries",
+        "one value per",
+    ],
     [
         [
             d.library,
             d.key,
-            ("logit" if d.signed else "|logit|") + (", scaled" if d.scaled else ", unscaled"),
+            ("logit" if d.signed else "|logit|")
+            + (", scaled" if d.scaled else ", unscaled"),
             yes_no(d.clamp_at_zero),
             "left out" if d.masked_out else "counted",
             d.per,
@@ -150,7 +158,8 @@ Table(
 
 # %%
 def source_label(url: str) -> str:
-    """A short name for a source: the arXiv number, the file, or this site's reference."""
+    """A short name for a source: the arXiv number, the file, or this site's
+    reference."""
     if "arxiv.org" in url:
         return "arXiv:" + url.rsplit("/", 1)[-1]
     if url.startswith("https://github.com/"):
@@ -182,16 +191,22 @@ Table(
 
 
 # %%
-records = {v: study.records(list(r["loss"]), r["logged"], r["report"]) for v, r in runs.items()}
+records = {
+    v: study.records(list(r["loss"]), r["logged"], r["report"]) for v, r in runs.items()
+}
 
 
-fig, axes = plt.subplots(2, 3, figsize=(8, 5.2), layout="constrained", sharex=True, sharey="col")
+fig, axes = plt.subplots(
+    2, 3, figsize=(8, 5.2), layout="constrained", sharex=True, sharey="col"
+)
 for row, variant in zip(axes, VARIANTS, strict=True):
     run = runs[variant]
     loss = run["loss"]
     row[0].plot(np.arange(STEPS), loss, color="0.75", lw=0.6)
     smooth = events.moving_mean(loss)
-    row[0].plot(np.arange(events.SMOOTH - 1, STEPS), smooth, color="C0", label="20-step mean")
+    row[0].plot(
+        np.arange(events.SMOOTH - 1, STEPS), smooth, color="C0", label="20-step mean"
+    )
     row[0].set_ylabel(f"{NAMES[variant]}\ntraining loss (nats/byte)")
     record = records[variant]
     for ax, stat, bound, label in (
@@ -224,7 +239,9 @@ handles = [
 if any(not np.isnan(events.loss_spike(runs[v]["loss"])) for v in VARIANTS):
     handles.append(plt.Line2D([], [], color="k", ls="--", label="loss spike"))
 fig.legend(handles=handles, loc="outside lower center", ncols=3)
-fig.suptitle(f"η = {ETA:g}, seed {SEED}: the monitor at every {EVERY}th step, all query rows")
+fig.suptitle(
+    f"η = {ETA:g}, seed {SEED}: the monitor at every {EVERY}th step, all query rows"
+)
 plt.show()
 
 # %%
@@ -262,7 +279,8 @@ def rate(k: int, of: int) -> str:
 
 
 def lead_text(leads: np.ndarray) -> str:
-    """The median lead time with its distribution-free 95% interval, and the runs behind it."""
+    """The median lead time with its distribution-free 95% interval, and the runs behind
+    it."""
     if leads.size < 2:
         return f"{leads[0]:.0f}, 1 run: no interval" if leads.size else "no run"
     low, high = intervals.median_interval(leads)
@@ -315,11 +333,14 @@ Table(
 
 # %%
 def episode_starts(part: dict[str, np.ndarray], tau: float, floor: float) -> np.ndarray:
-    """Per run: (loss spike, first warning, start of the episode running at the spike)."""
+    """Per run: (loss spike, first warning, start of the episode running at the
+    spike)."""
     out = []
     for s in range(len(part["seeds"])):
         spike, steps = events.loss_spike(part["loss"][s]), part["steps"][s]
-        hot = (part["max_logit"][s] > tau).any(-1) | (part["entropy"][s] < floor).any(-1)
+        hot = (part["max_logit"][s] > tau).any(-1) | (part["entropy"][s] < floor).any(
+            -1
+        )
         first = steps[hot][0] if hot.any() else np.nan
         live = np.flatnonzero(hot & (steps <= spike))
         if np.isnan(spike) or not live.size:
@@ -336,7 +357,8 @@ def median_range(values: np.ndarray) -> str:
     values = values[np.isfinite(values)]
     if not values.size:
         return "no run"
-    return f"{np.median(values):.0f} ({values.min():.0f} to {values.max():.0f}), {values.size} runs"
+    spread = f"{values.min():.0f} to {values.max():.0f}"
+    return f"{np.median(values):.0f} ({spread}), {values.size} runs"
 
 
 rows, by_episode = [], {}
@@ -377,7 +399,8 @@ base = by_episode["inverse_sqrt", 1.0]
 spiked = ~np.isnan(base[:, 0])
 same = int((base[spiked, 1] == base[spiked, 2]).sum())
 print(
-    f"baseline spikes whose warning episode began at the run's first warning: {same} of "
+    f"baseline spikes whose warning episode began at the run's first warning: {same} "
+    f"of "
     f"{int(spiked.sum())}"
 )
 
@@ -389,10 +412,13 @@ print(
 
 # %%
 model, opt, sched, gen = study.setup(BUDGET, "inverse_sqrt", SEED)
-plain = np.array([study.train_step(BUDGET, model, opt, sched, text, gen) for _ in range(EARLY)])
+plain = np.array(
+    [study.train_step(BUDGET, model, opt, sched, text, gen) for _ in range(EARLY)]
+)
 gap = float(np.abs(plain - runs["inverse_sqrt"]["loss"][:EARLY]).max())
 print(
-    f"largest difference in the training loss over the first {EARLY} steps, with the monitor "
+    f"largest difference in the training loss over the first {EARLY} steps, with the "
+    f"monitor "
     f"(all_rows=True) and without: {gap:g}"
 )
 
@@ -520,12 +546,20 @@ Table(
         [
             f"were QK-LayerNorm's stored runs at η = {ETA:g} warned?",
             f"in {ln['warned']} of its {ln['runs']} runs",
-            "always" if ln["warned"] == ln["runs"] else "sometimes" if ln["warned"] else "no",
+            "always"
+            if ln["warned"] == ln["runs"]
+            else "sometimes"
+            if ln["warned"]
+            else "no",
         ],
         [
             "did QK-LayerNorm's spikes come with an earlier warning?",
             f"in {ln_ahead} of its {ln_spiked} spiked runs",
-            "always" if ln_spiked and ln_ahead == ln_spiked else "sometimes" if ln_ahead else "no",
+            "always"
+            if ln_spiked and ln_ahead == ln_spiked
+            else "sometimes"
+            if ln_ahead
+            else "no",
         ],
         [
             "does the warning also fire in baseline runs that never spike?",
@@ -561,7 +595,9 @@ BLOCK, ROUNDS = 20, 5
 
 
 monitors = {
-    every: AttentionMonitor(model, all_rows=True, every=every, optimizer=opt, history=100)
+    every: AttentionMonitor(
+        model, all_rows=True, every=every, optimizer=opt, history=100
+    )
     for every in (10, 1)
 }
 

@@ -63,7 +63,9 @@ for n in LENGTHS:
         sink_logit[p].append(s.mean().item())
         entropy[p].append(attnscale.softmax_entropy(row, normalized=True).mean().item())
 
-header = f"{'n':>6} {'no sink':>8} " + "".join(f"{'sink ' + str(p):>10}" for p in SHARES)
+header = f"{'n':>6} {'no sink':>8} " + "".join(
+    f"{'sink ' + str(p):>10}" for p in SHARES
+)
 for title, plain, with_sink, digits in (
     ("max logit of the row", plain_max, sink_logit, 2),
     ("H / log(n + 1)", plain_entropy, entropy, 3),
@@ -125,7 +127,9 @@ class CausalAttention(torch.nn.Module):
     def __init__(self, sink_column: float | None) -> None:
         super().__init__()
         self.sink = (
-            None if sink_column is None else torch.nn.Parameter(torch.full((HEADS,), sink_column))
+            None
+            if sink_column is None
+            else torch.nn.Parameter(torch.full((HEADS,), sink_column))
         )
 
     def forward(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -138,10 +142,10 @@ class CausalAttention(torch.nn.Module):
         return torch.softmax(logits, dim=-1)
 
 
-# Every query shares one direction u (the trace of the first token's large hidden state); the
-# ordinary keys are orthogonal to it and the first key points along it, so q·k_0 is the same
-# for every query: a logit s that takes the share 0.9 of the longest row. Rows with fewer keys
-# give it more.
+# Every query shares one direction u (the trace of the first token's large hidden
+# state); the ordinary keys are orthogonal to it and the first key points along it, so
+# q·k_0 is the same for every query: a logit s that takes the share 0.9 of the longest
+# row. Rows with fewer keys give it more.
 SHARE = 0.9
 s_target = math.log(SHARE / (1 - SHARE)) + math.log(L) + 0.5
 u = torch.randn(D_K, generator=gen)
@@ -152,13 +156,16 @@ q, k = q - (q @ u)[..., None] * u, k - (k @ u)[..., None] * u  # orthogonal to u
 q = q + math.sqrt(D_K) * u  # the shared component
 k_sink = k.clone()
 k_sink[:, :, 0] = s_target * u  # q·k_0 / sqrt(d_k) = s_target for every query
-# The second design: a sink logit of 13 on the first key, and a logit of 11 on one earlier
-# key r(i) per query, drawn at random, far above the ordinary logits (about log n + 4 for the
-# longest row): the sink keeps most of each row and the rest goes to that one key.
+# The second design: a sink logit of 13 on the first key, and a logit of 11 on one
+# earlier key r(i) per query, drawn at random, far above the ordinary logits (about log
+# n + 4 for the longest row): the sink keeps most of each row and the rest goes to that
+# one key.
 SINK_LOGIT, REST_LOGIT = 13.0, 11.0
 k_rest = k.clone()
 k_rest[:, :, 0] = SINK_LOGIT * u
-rest_key = (torch.rand(L, generator=gen) * torch.arange(L)).long() + 1  # in 1..i (i >= 1)
+rest_key = (
+    torch.rand(L, generator=gen) * torch.arange(L)
+).long() + 1  # in 1..i (i >= 1)
 chosen = k_rest[:, :, rest_key.clamp_max(L - 1)]  # (1, heads, L, d_k): each query's key
 extra = REST_LOGIT * math.sqrt(D_K) * chosen / chosen.square().sum(-1, keepdim=True)
 extra[:, :, 0] = 0.0  # the first query sees the sink only
@@ -176,8 +183,8 @@ for name, (module, queries, keys) in designs.items():
     heads = report.records[0].last.heads
     share = report.records[0].last.sink_share
     print(
-        f"{name}: weight on the first key {weights[..., 0].mean():.2f}, sink column share "
-        + ("none" if share is None else f"{share:.2f}")
+        f"{name}: weight on the first key {weights[..., 0].mean():.2f}, sink column "
+        f"share " + ("none" if share is None else f"{share:.2f}")
     )
     print(f"  per head: max logit {[round(v, 1) for v in heads['max_logit']]}")
     print(f"            entropy {[round(v, 2) for v in heads['entropy']]}")
@@ -229,16 +236,24 @@ with torch.no_grad(), attnscale.AttentionMonitor(trained, all_rows=True) as moni
     for batch in calibration.batches(4):
         hidden = trained(batch, output_hidden_states=True).hidden_states
 context = batch.shape[-1]
-uniform = sum(1 / (i + 1) for i in range(1, context)) / (context - 1)  # rows with 2+ keys
-print(f"uniform causal attention puts {uniform:.3f} on the first key (context {context})")
+uniform = sum(1 / (i + 1) for i in range(1, context)) / (
+    context - 1
+)  # rows with 2+ keys
+print(
+    f"uniform causal attention puts {uniform:.3f} on the first key (context {context})"
+)
 for record in monitor.report().records:
     weights = [round(w, 3) for w in record.last.heads["first_key_weight"]]
     print(f"{record.where}: first-key weight per head {weights}")
     keys = [int(k) for k in record.last.heads["sink_key"]]
     weights = [round(w, 3) for w in record.last.heads["sink_weight"]]
-    print(f"{record.where}: sink key per head {keys}, weight on it {weights} (rows with 2+ keys)")
+    print(
+        f"{record.where}: sink key per head {keys}, weight on it {weights} (rows with "
+        f"2+ keys)"
+    )
 print("findings: " + (", ".join(f.code for f in monitor.report().findings) or "none"))
-# massive activations would show as a first token far larger than the rest (Sun et al. 2024)
+# massive activations would show as a first token far larger than the rest (Sun et al.
+# 2024)
 first_vs_rest = []
 for layer, h in enumerate(hidden):
     first_token, others = h[:, 0].abs().max().item(), h[:, 1:].abs().max().item()

@@ -36,10 +36,13 @@ parts, provenance = tc.load()
 for name, record in provenance["parts"].items():
     print(f"{name}: {record['checkpoint']}, weights SHA-256 {record['weights_sha256']}")
     print(
-        f"  {len(parts[name]['inputs'])} inputs, {len(parts[name]['sites'])} call sites; "
+        f"  {len(parts[name]['inputs'])} inputs, {len(parts[name]['sites'])} call "
+        f"sites; "
         f"measured at commit {record['commit'][:10]} on {record['finished'][:10]}"
     )
-print(f"thresholds: attnscale.THRESHOLDS at commit {provenance['thresholds_commit'][:10]}")
+print(
+    f"thresholds: attnscale.THRESHOLDS at commit {provenance['thresholds_commit'][:10]}"
+)
 
 # %%
 # Whether the stored numbers describe today's monitor: its thresholds, and its code (a hash of
@@ -47,11 +50,17 @@ print(f"thresholds: attnscale.THRESHOLDS at commit {provenance['thresholds_commi
 # are those of the monitor at the commit above, until the measurement is run again.
 
 stored_thresholds = dict(
-    zip(parts["minilm"]["threshold_names"], parts["minilm"]["threshold_values"], strict=True)
+    zip(
+        parts["minilm"]["threshold_names"],
+        parts["minilm"]["threshold_values"],
+        strict=True,
+    )
 )
 today = {k: float(v) for k, v in THRESHOLDS.items()}
 changed = sorted(
-    k for k in stored_thresholds.keys() & today.keys() if stored_thresholds[k] != today[k]
+    k
+    for k in stored_thresholds.keys() & today.keys()
+    if stored_thresholds[k] != today[k]
 )
 added = sorted(today.keys() - stored_thresholds.keys())
 print("thresholds whose value changed since the measurement:")
@@ -105,7 +114,13 @@ def rate_table(name: str) -> Table:
                 f"{d[7]} of {d[8]}",
             ]
         )
-    headers = ["code", "sites measured", "defaults", "all_rows=True", "reports (defaults)"]
+    headers = [
+        "code",
+        "sites measured",
+        "defaults",
+        "all_rows=True",
+        "reports (defaults)",
+    ]
     return Table(headers, rows)
 
 
@@ -136,7 +151,14 @@ def collapse_table(name: str) -> Table:
         weight = np.median(patterns[:, tc.PATTERNS.index(key)])
         entropy = np.median([e for _, e, _ in hits])
         rows.append([site, head, len(hits), f"{entropy:.3f}", kind, f"{weight:.2f}"])
-    headers = ["site", "head", "inputs", "entropy / log n", "what it attends to", "weight"]
+    headers = [
+        "site",
+        "head",
+        "inputs",
+        "entropy / log n",
+        "what it attends to",
+        "weight",
+    ]
     return Table(headers, rows)
 
 
@@ -163,7 +185,9 @@ def large_table() -> Table:
         fired = part["severity"][0, :, :, c] >= tc.SEVERITIES.index("warning")
         for j in np.nonzero(fired.any(axis=0))[0]:
             inputs = np.nonzero(fired[:, j])[0]
-            low = part["pattern"][inputs, j, :, 0] < tc.threshold(part, "normalized_entropy")
+            low = part["pattern"][inputs, j, :, 0] < tc.threshold(
+                part, "normalized_entropy"
+            )
             kinds = sorted(
                 {
                     tc.head_kind(part["pattern"][i, j, h])
@@ -181,7 +205,15 @@ def large_table() -> Table:
                     ", ".join(kinds) or "-",
                 ]
             )
-    headers = ["model", "site", "inputs", "logit std", "rows saturated", "max |logit|", "heads"]
+    headers = [
+        "model",
+        "site",
+        "inputs",
+        "logit std",
+        "rows saturated",
+        "max |logit|",
+        "heads",
+    ]
     return Table(headers, rows)
 
 

@@ -13,8 +13,11 @@ it against the library.
 import torch
 
 
-def attention_health(q, k, scale=None, causal=False, tau=100.0) -> dict[str, torch.Tensor]:
-    """q, k: (batch, heads, length, d_k). Per head: max logit, entropy / log n, QK-Clip factor."""
+def attention_health(
+    q, k, scale=None, causal=False, tau=100.0
+) -> dict[str, torch.Tensor]:
+    """q, k: (batch, heads, length, d_k). Per head: max logit, entropy / log n, QK-Clip
+    factor."""
     length = q.shape[-2]
     scale = q.shape[-1] ** -0.5 if scale is None else scale
     logits = scale * q.double() @ k.double().transpose(-2, -1)  # (batch, heads, L, L)
@@ -42,12 +45,18 @@ def attention_health(q, k, scale=None, causal=False, tau=100.0) -> dict[str, tor
 # starts to act once a head's max logit passes $\tau = 100$.
 
 gen = torch.Generator().manual_seed(0)
-q, k = torch.randn(2, 4, 128, 64, generator=gen), torch.randn(2, 4, 128, 64, generator=gen)
+q, k = (
+    torch.randn(2, 4, 128, 64, generator=gen),
+    torch.randn(2, 4, 128, 64, generator=gen),
+)
 for size in (1, 3, 6):
     health = attention_health(size * q, size * k, causal=True)
     print(f"q, k times {size}: entropy / log n {health['entropy'].mean():.2f}")
     print(f"  max logit per head {[round(v, 1) for v in health['max_logit'].tolist()]}")
-    print(f"  QK-Clip factors    {[round(v, 2) for v in health['qk_clip_factor'].tolist()]}")
+    print(
+        f"  QK-Clip factors    "
+        f"{[round(v, 2) for v in health['qk_clip_factor'].tolist()]}"
+    )
 
 # %%
 # ## Checked against the library
@@ -66,5 +75,6 @@ for size in (1, 6):
         ("qk_clip_factor", theirs.qk_clip_factor(100.0)),
     ):
         print(
-            f"times {size}, {name:<15} largest difference {(ours[name] - reference).abs().max():.1e}"
+            f"times {size}, {name:<15} largest difference "
+            f"{(ours[name] - reference).abs().max():.1e}"
         )
