@@ -694,7 +694,8 @@ def _mask_level(t: torch.Tensor) -> float | None:
     A position bias plus a finite mask (Swin's shifted windows: a relative position bias plus
     -100, passed as one tensor) takes values in two groups: the bias's, and the mask value plus
     the bias's. The mask is the lower group where the gap between the two is wider than four
-    times the upper group's whole range; a bias alone (ALiBi, T5's buckets) has no such gap.
+    times either group's whole range; a bias alone (ALiBi, T5's buckets) has no such gap, and
+    neither has one value of a bias that stands apart from the rest at either end.
     """
     if not t.is_floating_point() or t.numel() < 2:
         return None
@@ -706,9 +707,9 @@ def _mask_level(t: torch.Tensor) -> float | None:
     ordered = flat.sort().values
     gaps = ordered.diff()
     i = int(gaps.argmax())
-    lower_top, upper_low, upper_top = (float(ordered[j]) for j in (i, i + 1, -1))
+    lower_low, lower_top, upper_low, upper_top = (float(ordered[j]) for j in (0, i, i + 1, -1))
     gap = upper_low - lower_top
-    if lower_top >= 0 or gap <= 4 * (upper_top - upper_low):
+    if lower_top >= 0 or gap <= 4 * max(upper_top - upper_low, lower_top - lower_low):
         return None
     return lower_top + gap / 2
 
