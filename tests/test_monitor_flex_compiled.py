@@ -117,6 +117,31 @@ def test_two_calls_in_one_compiled_graph_are_both_read() -> None:
         assert ratios == pytest.approx([math.sqrt(HEAD_DIM), 1.0], rel=1e-5)
 
 
+@pytest.mark.filterwarnings(TORCH_OWN)
+@pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")
+def test_a_graph_run_in_python_is_read_once() -> None:
+    """Eager flex_attention runs its operator in a graph compiled with dynamo's "eager"
+    backend, as ``torch.compile(..., backend="eager")`` does: the mode sees the call at run
+    time and the traced code keeps it too; it is one call, read eagerly. Mixed with inductor
+    calls, each call is read once with its own scale."""
+    q, k, v = _qkv(4)
+    by_eager = torch.compile(flex.flex_attention, backend="eager")
+    by_inductor = torch.compile(flex.flex_attention)
+    with AttentionMonitor() as monitor:
+        by_inductor(q, k, v, scale=1.0)
+        flex.flex_attention(q, k, v)
+        by_eager(q, k, v, scale=0.5 / math.sqrt(HEAD_DIM))
+        by_inductor(q, k, v, scale=1.0)
+    (record,) = monitor.report().records
+    seen = sorted((s.path, round(s.scale_ratio, 4)) for s in record.series)
+    assert seen == [
+        ("flex_attention", 0.5),
+        ("flex_attention", 1.0),
+        ("flex_attention:compiled", 8.0),
+        ("flex_attention:compiled", 8.0),
+    ]
+
+
 def _llama(scaling: float | None) -> tuple[nn.Module, torch.Tensor]:
     config = transformers.LlamaConfig(
         vocab_size=64,

@@ -131,6 +131,9 @@ class Capture(TorchFunctionMode):
         self.compiled: collections.Counter[str] = collections.Counter()  # calls per site
         # calls that compiled code made, kept by its traced side effect (``compiled``)
         self.traced: list[tuple[Any, tuple[Any, ...], dict[str, Any]]] = []
+        # where in ``traced`` the calls go that a graph running in Python (dynamo's "eager"
+        # backend, eager flex_attention's own) showed the mode eagerly, and keeps as well
+        self._read_eagerly: list[int] = []
         self.active = False
         self.lineages = Lineages(mask_value)
         self._recent: collections.deque[Product] = collections.deque(maxlen=4)
@@ -204,7 +207,8 @@ class Capture(TorchFunctionMode):
 
     def on_model_call(self, module: nn.Module, stack: list[nn.Module]) -> None:
         """A module starts: a monitored model entered from outside itself is a new call."""
-        self.read_traced()
+        if not isinstance(module, torch.fx.GraphModule):  # a graph runs inside compiled code
+            self.read_traced()
         if self.run is None or not self.active:
             return
         roots = self._root_ids
@@ -278,6 +282,8 @@ class Capture(TorchFunctionMode):
             return out
         if not (self.active and self.measuring):
             return out
+        if _is_traced(func):
+            self._kept_by_python_graph()
         if self.names and not REGISTRY.stack:
             # outside every module (the loss, the optimizer's update): no attention of the
             # monitored models runs here, and following its lineages would cost a step's worth
@@ -299,13 +305,22 @@ class Capture(TorchFunctionMode):
                 self._guarded(where, kind, lambda: handle(self, func, args, kwargs, out))
         return out
 
+    def _kept_by_python_graph(self) -> None:
+        """A call that compiled code keeps, seen now: where a graph that runs in Python
+        (dynamo's "eager" backend, eager flex_attention's own) made it, the graph keeps it
+        too, after the calls kept before the graph ran; that one is not read again."""
+        if _in_python_graph():
+            n = len(self.traced)
+            self._read_eagerly.append(n + sum(i >= n for i in self._read_eagerly))
+
     def read_traced(self) -> None:
         """Read the calls compiled code kept (``compiled``) with their handlers, at the site
         running now: the compiled code has just returned to it."""
         if not self.traced or torch._guards.CompileContext.try_get() is not None:
             return  # nothing kept, or torch's own work while it compiles
-        kept = list(self.traced)
+        kept = [c for i, c in enumerate(self.traced) if i not in self._read_eagerly]
         self.traced.clear()  # the same list: the compiled code appends to it
+        self._read_eagerly.clear()
         where = self.where()
         if where is None or not self.active:
             return
@@ -749,8 +764,28 @@ _NOT_USER_CODE = (str(Path(torch.__file__).parent), str(Path(__file__).parent))
 
 def _from_user_code() -> bool:
     """Whether the torch function running now was called by the model's code, not by
-    torch's own (its compiled code's wrappers run torch functions too)."""
-    return not sys._getframe(2).f_code.co_filename.startswith(_NOT_USER_CODE)
+    torch's own: its compiled code's wrappers run torch functions too, and so does a graph
+    that runs in Python (its code is generated, named ``<eval_with_key>...``), which must
+    not see the calls it keeps read before it has returned."""
+    name = sys._getframe(2).f_code.co_filename
+    return not name.startswith((*_NOT_USER_CODE, "<eval_with_key>"))
+
+
+def _is_traced(func: Any) -> bool:
+    """Whether compiled code keeps this function's calls (``calls.TRACED``)."""
+    try:
+        return func in TRACED
+    except TypeError:  # an unhashable callable
+        return False
+
+
+def _in_python_graph() -> bool:
+    """Whether the code that called the torch function running now, torch's own frames
+    skipped, is a graph that runs in Python (its generated code)."""
+    frame: Any = sys._getframe(2)
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_NOT_USER_CODE):
+        frame = frame.f_back
+    return bool(frame.f_code.co_filename.startswith("<eval_with_key>"))
 
 
 def _code_location() -> tuple[tuple[str, int], ...]:

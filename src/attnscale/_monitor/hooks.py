@@ -152,8 +152,9 @@ class Registry:
         if torch.compiler.is_compiling():
             return
         kwargs, output = rest if len(rest) == 2 else ({}, None)
-        for c in self.captures:  # what compiled code kept in this module is this module's
-            c.read_traced()
+        if not isinstance(module, torch.fx.GraphModule):  # not a graph inside compiled code
+            for c in self.captures:  # what compiled code kept in this module is this module's
+                c.read_traced()
         if self.stack and self.stack[-1] is module:
             self.stack.pop()
         elif module in self.stack:  # unwinding after an exception
