@@ -141,3 +141,40 @@ def test_the_built_site_has_the_markup_the_browser_tests_drive() -> None:
     classes = {c for s in selectors for c in re.findall(r"\.([\w-]+)", s)}
     assert len(classes) >= 6
     assert [c for c in sorted(classes) if c not in markup] == []
+
+
+def test_every_card_has_a_thumbnail_of_its_own(built: list[Path]) -> None:
+    """No card shows mkdocs-gallery's placeholder logo: a card's thumbnail is the example's
+    first figure, or for an example without one a card drawn by the build (tools/cards.py)."""
+    import cards
+
+    for page in built:
+        thumb = gallery_format.card_thumbnail(page)
+        assert thumb.exists(), page.name
+        figures = gallery_format.images(page)
+        if figures:
+            assert thumb == gallery_format.thumbnail(figures[0])
+        else:
+            assert cards.MARK.encode() in thumb.read_bytes(), f"{page.name}: the placeholder"
+
+
+def test_printed_output_opens_with_the_fence_the_hook_replaces(built: list[Path]) -> None:
+    """The hook shows printed output as plain text by replacing this fence: it must be there."""
+    import mkdocs_hooks
+
+    assert ".text" in mkdocs_hooks.PLAIN_OUTPUT_FENCE
+    pages = [p for p in built if gallery_format.OUTPUT_FENCE in p.read_text()]
+    assert len(pages) > len(built) // 2
+
+
+def test_titles_show_their_notation_as_math() -> None:
+    import mkdocs_hooks
+
+    title = mkdocs_hooks.title_math
+    assert title("The variance of q·k grows with d_k") == (
+        r"The variance of $q \cdot k$ grows with $d_k$"
+    )
+    assert title("1/√d_k against √d_k") == r"$1/\sqrt{d_k}$ against $\sqrt{d_k}$"
+    assert title("注意力随d_k的变化") == "注意力随$d_k$的变化"
+    assert title(title("q·k and d_k")) == title("q·k and d_k")  # once only
+    assert title("d_kv and x_d_k") == "d_kv and x_d_k"  # other names untouched

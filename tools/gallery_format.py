@@ -22,8 +22,10 @@ SCRIPT_CELL = re.compile(
     r"(?P<header_line>^#{20,}.*|^# ?%%.*)\s(?P<text_content>(?:^#.*\s?)*)", re.M
 )
 
+#: The fence that opens what an example printed (marked as shell code).
+OUTPUT_FENCE = "```{.shell .mkd-glr-script-out-disp }"
 #: What an example printed, on its page: the opening fence, the text, the closing fence.
-OUTPUT_BLOCK = re.compile(r"(```\{\.shell \.mkd-glr-script-out-disp \}\n)(.*?)(^```)", re.S | re.M)
+OUTPUT_BLOCK = re.compile(rf"({re.escape(OUTPUT_FENCE)}\n)(.*?)(^```)", re.S | re.M)
 
 #: The "download the full example code" note that opens every example page: its title (when
 #: it has one) and its indented body.
@@ -70,6 +72,11 @@ def thumbnail(image: Path) -> Path | None:
     if not found or found["number"] != "001":
         return None
     return image.parent / "thumb" / f"mkd_glr_{found['script']}_thumb.png"
+
+
+def card_thumbnail(page: Path) -> Path:
+    """The gallery card's thumbnail of the example whose generated page is ``page``."""
+    return page.parent / "images" / "thumb" / f"mkd_glr_{page.stem}_thumb.png"
 
 
 def checksums(generated: Path) -> list[Path]:

@@ -5,6 +5,7 @@ other edition, and (English build) a copy of each gallery figure for the Chinese
 from __future__ import annotations
 
 import ast
+import copy
 import os
 import re
 import sys
@@ -17,18 +18,27 @@ import gallery_format  # (MkDocs puts this folder on the path only while it load
 
 _TITLE = re.compile(r"^# .*$", re.M)
 
+#: What a reader installs to run a guide example, from a clone of the repository: the one line
+#: every example page's box gives (the package's install extras decide what it pulls in).
+INSTALL_LINE = 'pip install -e ".[plot,hf]"'
+
+#: The one box an example page has, under its title: what to install, the downloads, and what
+#: the script needs and took here. Left out of the search index: otherwise it is the snippet
+#: every example page shows in the search results.
 _BOX = {
     "en": (
-        '\n\n!!! info "Running this example"\n\n'
-        "    It ran in {seconds} on the CPU that built this page ({cores} logical cores).\n"
-        "    It needs the `attnscale` package and {packages}: download it as\n"
-        "    [`{stem}.py`](./{stem}.py) or [`{stem}.ipynb`](./{stem}.ipynb) and run it as is.\n"
+        "Running this example",
+        "To run it, install attnscale from a clone of the repository with `{install}` "
+        "([Get started]({start})), then download [`{stem}.py`](./{stem}.py) or "
+        "[`{stem}.ipynb`](./{stem}.ipynb) and run it as is.\n"
+        "It needs `attnscale` and {packages}, and ran in {seconds} on the CPU that built "
+        "this page ({cores} logical cores).",
     ),
     "zh": (
-        '\n\n!!! info "运行这个示例"\n\n'
-        "    在构建本页的 CPU（{cores} 个逻辑核）上，它运行了{seconds}。它需要 `attnscale` 包以及 "
-        "{packages}：\n"
-        "    下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
+        "运行这个示例",
+        "运行方法：在本仓库的克隆中用 `{install}` 安装 attnscale（见[快速上手]({start})），"
+        "然后下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
+        "它需要 `attnscale` 以及 {packages}；在构建本页的 CPU（{cores} 个逻辑核）上运行了{seconds}。",
     ),
 }
 
@@ -47,6 +57,8 @@ def _language(config: Any) -> str:
 def on_config(config: Any, **_: Any) -> Any:
     """The English build keeps a copy of each gallery figure, for the Chinese edition to redraw
     with Chinese text (tools/zh_figures.py)."""
+    _written_nav.clear()
+    _written_nav.append(copy.deepcopy(config["nav"]))
     if _language(config) == "en":
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import zh_figures
@@ -55,12 +67,40 @@ def on_config(config: Any, **_: Any) -> Any:
     return config
 
 
+#: The navigation as mkdocs.yml writes it (a list of one).
+_written_nav: list[Any] = []
+
+
+def on_pre_build(config: Any, **_: Any) -> None:
+    """The navigation as written. mkdocs-gallery replaces a gallery's index in it with a section
+    of its own (the index page and every example again, under the index's title), which put a
+    second "Guide" and every section twice under "Guide"; mkdocs.yml lists each page itself.
+    Then (English build) a card for each example without a figure, over the gallery's
+    placeholder logo (tools/cards.py; the Chinese edition copies the cards)."""
+    config["nav"] = _written_nav[0]
+    if _language(config) == "en":
+        import cards
+
+        cards.draw_missing(Path(config["docs_dir"]) / "generated")
+
+
+# After mkdocs-gallery's own on_pre_build (MkDocs' event_priority(-100), without importing
+# MkDocs: the tests import this module where it is not installed).
+on_pre_build.mkdocs_priority = -100  # type: ignore[attr-defined]
+
+
 def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
     lang = _language(config)
+    if re.fullmatch(r"generated/.+/plot_\w+\.md", page.file.src_uri):  # the fact-check too
+        # One box per page: ours (below) says how to run the example; the gallery's note
+        # only points at the download buttons at the bottom.
+        markdown = gallery_format.DOWNLOAD_NOTE.sub("", markdown, count=1)
+        markdown = markdown.replace(gallery_format.OUTPUT_FENCE, PLAIN_OUTPUT_FENCE)
+        markdown = _title_with_math(markdown, page)
     if re.fullmatch(r"generated/gallery/[^/]+/plot_\w+\.md", page.file.src_uri):
         markdown = _running_box(markdown, page, lang)
-    if re.fullmatch(r"generated/.+/plot_\w+\.md", page.file.src_uri):  # the fact-check too
-        markdown = gallery_format.DOWNLOAD_NOTE.sub(_unsearched_note, markdown, count=1)
+    if re.fullmatch(r"generated/(.+/)?index\.md", page.file.src_uri):  # a gallery's cards
+        markdown = _index_with_math(markdown)
     if page.file.src_uri == "reference/monitor.md":
         markdown = markdown.replace("<!-- monitor-tables -->", monitor_tables())
     if lang == "zh":  # the gallery's running-time line, on examples and the fact-check
@@ -68,6 +108,54 @@ def on_page_markdown(markdown: str, page: Any, config: Any, **_: Any) -> str:
             lambda m: f"**脚本总运行时间：**{m[1]} 分 {float(m[2]):.1f} 秒", markdown
         )
     return markdown
+
+
+#: Printed output as plain text: the gallery marks it as shell code, which colours its numbers
+#: and words such as "for" and "in".
+PLAIN_OUTPUT_FENCE = gallery_format.OUTPUT_FENCE.replace(".shell", ".text")
+
+#: Notation the guide's titles write in plain text (they are also the cards' captions, the
+#: navigation and the browser's title, where TeX would show raw), and its math for the heading.
+_TITLE_MATH = [
+    (re.compile(r"1/√d_k"), r"$1/\sqrt{d_k}$"),
+    (re.compile(r"√d_k"), r"$\sqrt{d_k}$"),
+    (re.compile(r"(?<![A-Za-z0-9_${\\])d_k(?![A-Za-z0-9_])"), r"$d_k$"),
+    (re.compile(r"(?<![A-Za-z0-9_$])q·k(?![A-Za-z0-9_])"), r"$q \cdot k$"),
+]
+
+
+def title_math(title: str) -> str:
+    """A guide title with its notation (d_k, √d_k, q·k) as math, as the prose writes it."""
+    for pattern, math in _TITLE_MATH:
+        title = pattern.sub(math.replace("\\", "\\\\"), title)  # a template: its \ doubled
+    return title
+
+
+def _title_with_math(markdown: str, page: Any) -> str:
+    """The page's heading renders its notation as math; the navigation and the browser's title
+    keep the plain text (the Chinese edition sets it in the page's front matter)."""
+    title = _TITLE.search(markdown)
+    if not title:
+        raise ValueError(f"{page.file.src_uri}: gallery page without a title")
+    plain = title[0].removeprefix("# ").strip()
+    page.meta.setdefault("title", plain)
+    heading = "# " + title_math(plain)
+    return markdown[: title.start()] + heading + markdown[title.end() :]
+
+
+_HEADING = re.compile(r"^(#{1,6} )(.+)$", re.M)
+#: A card's caption on a gallery's index (raw HTML: KaTeX's auto-render reads \( \) there).
+_CAPTION = re.compile(r'(<span class="std std-ref">)(.*?)(</span>)', re.S)
+
+
+def _index_with_math(markdown: str) -> str:
+    """A gallery index with its sections' headings and its cards' captions in math notation,
+    as on the pages they lead to (alt texts and tooltips keep the plain text)."""
+    markdown = _HEADING.sub(lambda m: m[1] + title_math(m[2]), markdown)
+    return _CAPTION.sub(
+        lambda m: m[1] + re.sub(r"\$([^$]+)\$", r"\\(\1\\)", title_math(m[2])) + m[3],
+        markdown,
+    )
 
 
 def monitor_tables() -> str:
@@ -105,17 +193,6 @@ def monitor_tables() -> str:
     return "\n".join(out) + "\n"
 
 
-def _unsearched_note(m: re.Match[str]) -> str:
-    """The note as the same admonition, left out of the search index: otherwise it is the
-    snippet every example page shows in the search results."""
-    body = "\n".join(line.removeprefix("    ") for line in m[2].splitlines())
-    title = m[1] or "Note"
-    return (
-        f'<div class="admonition note" data-search-exclude="true" markdown>\n'
-        f'<p class="admonition-title">{title}</p>\n\n{body}\n\n</div>\n'
-    )
-
-
 def _running_box(markdown: str, page: Any, lang: str) -> str:
     src = page.file.src_uri
     # The guide's pages explain a topic; rank them above API entries in site search.
@@ -127,7 +204,7 @@ def _running_box(markdown: str, page: Any, lang: str) -> str:
     seconds = int(found.group(1)) * 60 + float(found.group(2))
     stem = src.rsplit("/", 1)[-1].removesuffix(".md")
     packages = imported_packages(Path(page.file.abs_src_path).with_suffix(".py"))
-    joined = ("、" if lang == "zh" else ", ").join(packages) or (
+    joined = ("、" if lang == "zh" else ", ").join(f"`{p}`" for p in packages) or (
         "无其他包" if lang == "zh" else "nothing else"
     )
     if lang == "zh":
@@ -136,7 +213,15 @@ def _running_box(markdown: str, page: Any, lang: str) -> str:
         took = "under 0.1 s" if seconds < 0.05 else f"{seconds:.1f} s"
     # the build's own machine: readers, CI and the publishing runner each build on another
     cores = os.cpu_count()
-    box = _BOX[lang].format(seconds=took, cores=cores, stem=stem, packages=joined)
+    heading, text = _BOX[lang]
+    start = "../" * src.count("/") + "get-started.md"
+    body = text.format(
+        install=INSTALL_LINE, start=start, seconds=took, cores=cores, stem=stem, packages=joined
+    )
+    box = (
+        f'\n\n<div class="admonition info" data-search-exclude="true" markdown>\n'
+        f'<p class="admonition-title">{heading}</p>\n\n{body}\n\n</div>\n'
+    )
     return markdown[: title.end()] + box + markdown[title.end() :]
 
 

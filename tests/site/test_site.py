@@ -402,14 +402,14 @@ def test_english_words_find_the_same_pages_on_both_editions(query: str) -> None:
 @pytest.mark.parametrize(
     ("query", "edition", "boilerplate"),
     [
-        ("bf16", "", "download the full example code"),
-        ("熵", "zh/", "下载完整的示例代码"),
+        ("bf16", "", "To run it, install attnscale"),
+        ("熵", "zh/", "运行方法"),
     ],
 )
-def test_search_snippets_are_not_the_download_note(
+def test_search_snippets_are_not_the_running_box(
     query: str, edition: str, boilerplate: str, base_url: str, browser
 ) -> None:
-    """Every example page opens with the gallery's download note; it is left out of the index,
-    so a result shows the page's own text."""
+    """Every example page opens with the box that says how to run it (tools/mkdocs_hooks.py);
+    it is left out of the index, so a result shows the page's own text."""
     _, texts = _search(query, base_url + edition, browser)
     assert texts and not any(boilerplate in t for t in texts), texts[:3]

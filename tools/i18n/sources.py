@@ -21,6 +21,7 @@ LANG = "zh"
 #: Hand-written pages translated as a whole, by source path.
 PAGES = [
     "docs/index.md",
+    "docs/get-started.md",
     "docs/explorer.md",
     "docs/references.md",
     "examples/README.md",
