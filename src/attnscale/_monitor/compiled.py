@@ -2,12 +2,18 @@
 
 Dynamo traces the monitor's mode with the code it compiles, so the mode sees each torch
 function of that code once, at trace time, and none of its values. For a function in
-[TRACED][attnscale._monitor.calls.TRACED] the mode keeps the call, its arguments and outputs,
-in a list; dynamo turns that into a side effect of the compiled code: its tensors become
-outputs of the graph, and the list is appended to each time the compiled code returns. The
-monitor then reads the kept calls with the path's handler, eagerly, before anything else runs
-in the model (``Capture.read_traced``). The compiled kernel itself runs as without the
-monitor, and its output is not changed.
+[TRACED][attnscale._monitor.calls.TRACED] the mode keeps the call and its arguments (not its
+outputs) in a list; dynamo turns that into a side effect of the compiled code: the list is
+appended to each time the compiled code returns. The monitor then reads the kept calls with
+the path's handler, eagerly, when the model's own code goes on (its next torch function, or a
+module starting or ending; ``Capture.read_traced``). The compiled kernel itself runs as without
+the monitor, and its output is not changed.
+
+Dynamo guards the compiled code on the list's length. A compiled call made while calls are
+still kept (compiled calls back to back, with no torch function or module of the model's own
+between them) is compiled once more for that length; past dynamo's recompile limit the code
+runs eagerly, where the eager path reads it. An attribute store instead of the list would need
+no guard, but torch 2.13's dynamo drops such a store made after a second FlexAttention call.
 """
 
 from __future__ import annotations
