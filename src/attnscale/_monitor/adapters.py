@@ -225,7 +225,7 @@ def _flex_attention_op() -> Any:
 
 
 @handles(
-    _flex_attention_op(),  # what eager flex_attention runs; compiled, it runs a kernel, unseen
+    _flex_attention_op(),  # what eager flex_attention runs (compiled: compiled.py)
     kind="flex_attention",
     path="flex_attention",
     fused=True,
