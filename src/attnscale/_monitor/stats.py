@@ -393,23 +393,41 @@ def qk_spreads(
     for name, t in (("q_std", q), ("k_std", k)):
         if t is None or t.dim() == 0 or t.numel() == 0:
             continue
-        f = t.detach().float().reshape(-1, t.shape[-1])
-        sq = f.square().sum(-1).double()  # per row, then in float64: few values, no cancellation
-        total = f.sum(-1).double()
-        ok = torch.isfinite(sq + total)
-        if not bool(ok.all()):
-            sq, total = sq[ok], total[ok]
-            out["nonfinite_inputs"] += int((~torch.isfinite(f)).sum())
-        n = sq.numel() * f.shape[-1]
+        n_sum, n_sq, n_rows, mean, std, high, bad = _row_moments(t)
+        out["nonfinite_inputs"] += bad
+        n = n_rows * t.shape[-1]
         if n >= 2:
-            mean = float(total.sum()) / n
-            var = (float(sq.sum()) - n * mean * mean) / (n - 1)
-            out[name] = math.sqrt(max(var, 0.0))
-        norms = sq.sqrt()
-        if norms.numel() >= 2 and float(norms.mean()) > 0:
-            norm_cv.append(float(norms.std() / norms.mean()))
-            norm_max.append(float(norms.max()))
+            mean_x = n_sum / n
+            out[name] = math.sqrt(max((n_sq - n * mean_x * mean_x) / (n - 1), 0.0))
+        if n_rows >= 2 and mean > 0:
+            norm_cv.append(std / mean)
+            norm_max.append(high)
     if rows and scale is not None and len(norm_cv) == 2:
         out["qk_norm_cv"] = max(norm_cv)
         out["logit_bound"] = abs(scale) * norm_max[0] * norm_max[1]
     return out
+
+
+def _row_moments(t: torch.Tensor) -> tuple[float, float, int, float, float, float, int]:
+    """Over the rows of ``t``'s last axis that hold no NaN or infinity: the sum of the entries
+    and of their squares, the count of such rows, and the mean, standard deviation and largest
+    of their norms; and the count of non-finite entries."""
+    f = t.detach().float()  # not reshaped: a transposed q would be copied
+    sq = f.square().sum(-1).double().reshape(-1)  # per row, then in float64: no cancellation
+    total = f.sum(-1).double().reshape(-1)
+    ok = torch.isfinite(sq + total)
+    bad = 0
+    if not bool(ok.all()):
+        sq, total = sq[ok], total[ok]
+        bad = int((~torch.isfinite(f)).sum())
+    norms = sq.sqrt()
+    zero = torch.zeros((), dtype=sq.dtype, device=sq.device)
+    many = norms.numel() >= 2  # one transfer for all five
+    n_sum, n_sq, mean, std, high = torch.stack(
+        [
+            total.sum(),
+            sq.sum(),
+            *((norms.mean(), norms.std(), norms.max()) if many else (zero, zero, zero)),
+        ]
+    ).tolist()
+    return n_sum, n_sq, int(sq.numel()), mean, std, high, bad
