@@ -329,3 +329,16 @@ def test_the_command_line_prints_the_same_text(
     assert lines[1].startswith("AttentionMonitor report: call sites 1")
     assert max(len(line) for line in lines) <= TEXT_WIDTH
     assert "    Likely cause: no scale at all: q·kᵀ reaches the softmax unscaled." in out
+
+
+def test_a_long_header_wraps_before_its_steps_never_inside() -> None:
+    """Over a run the header carries two steps; where it is too long for a line, "(first at
+    run step 10)" moves to the next line whole."""
+    sites = tuple(f"blocks.{i}.attn" for i in range(12))
+    stats = BUGGY["collapse"]
+    (lead,) = grouped([(f, stats) for s in sites for f in diagnose(s, stats, THRESHOLDS)])
+    finding = dataclasses.replace(lead, step=59, first_step=10, sites=sites)
+    lines = str(MonitorReport([], [finding])).split("\n")
+    assert lines[2] == "[ERROR]    entropy-collapse at 12 sites: blocks.{0-11}.attn (step 59)"
+    assert lines[3] == "           (first at run step 10)"
+    assert "\xa0" not in str(MonitorReport([], [finding]))

@@ -521,13 +521,16 @@ def _table(records: list[AttentionRecord]) -> list[str]:
 
 def _finding_lines(f: Finding) -> list[str]:
     """One finding: its severity, code, sites and steps, then its message in parts."""
-    step = "" if f.step is None else f" (step {f.step})"
+    steps = [] if f.step is None else [f"(step {f.step})"]
     if f.first_step is not None:
-        step += f" (first at run step {f.first_step})"
+        steps.append(f"(first at run step {f.first_step})")
+    # no-break spaces: a long header wraps before "(step 3)" or "(first at run step 12)"
+    step = "".join(" " + s.replace(" ", "\xa0") for s in steps)
     where = f.where if len(f.sites) <= 1 else f"{len(f.sites)} sites: {compact(f.sites)}"
     # padded so the codes line up (and so the guide's translation tools read it as one line)
     tag = f"[{f.severity.upper()}]"
-    lines = [_wrap(f"{tag:<10} {f.code} at {where}{step}", "", " " * 11)]
+    header = _wrap(f"{tag:<10} {f.code} at {where}{step}", "", " " * 11)
+    lines = [header.replace("\xa0", " ")]
     parts, page = _message_parts(f.message)
     lines += [_wrap(part, "    ", "      ") for part in parts]
     if page:
