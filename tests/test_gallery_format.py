@@ -178,3 +178,30 @@ def test_titles_show_their_notation_as_math() -> None:
     assert title("注意力随d_k的变化") == "注意力随$d_k$的变化"
     assert title(title("q·k and d_k")) == title("q·k and d_k")  # once only
     assert title("d_kv and x_d_k") == "d_kv and x_d_k"  # other names untouched
+
+
+def test_the_gallery_words_the_chinese_edition_translates_are_on_its_pages(
+    built: list[Path],
+) -> None:
+    """Each of the gallery's own words that i18n.tree translates is where the gallery writes
+    it: a string that moved would stay English on every Chinese page."""
+    printed = 0
+    for page in built:
+        md = page.read_text()
+        for words in (
+            gallery_format.NOTE_OPENING,
+            gallery_format.NOTE_TEXT,
+            gallery_format.DOWNLOAD_PYTHON,
+            gallery_format.DOWNLOAD_NOTEBOOK,
+            gallery_format.SIGNATURE,
+        ):
+            assert words in md, (page.name, words)
+        printed += gallery_format.OUTPUT_LABEL in md
+    assert printed > len(built) // 2  # most examples print something
+    folders = {p.parent for p in built}  # the sections, the fact-check
+    indexes = {f / "index.md" for f in folders | {f.parent for f in folders}}
+    text = "".join(i.read_text() for i in sorted(indexes) if i.exists())
+    assert (
+        gallery_format.DOWNLOAD_ALL_PYTHON in text and gallery_format.DOWNLOAD_ALL_NOTEBOOKS in text
+    )
+    assert gallery_format.CARD_OPENING.split('tooltip="')[0] in text
