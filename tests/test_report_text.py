@@ -342,3 +342,14 @@ def test_a_long_header_wraps_before_its_steps_never_inside() -> None:
     assert lines[2] == "[ERROR]    entropy-collapse at 12 sites: blocks.{0-11}.attn (step 59)"
     assert lines[3] == "           (first at run step 10)"
     assert "\xa0" not in str(MonitorReport([], [finding]))
+
+
+def test_the_chinese_wrap_keeps_a_formula_whole() -> None:
+    """The Chinese edition re-wraps a translated part: never inside ``1/√head_dim``, and at
+    most 88 display columns (a CJK character takes two)."""
+    # the break falls at the formula: the old wrap gave "logit 比 1/√" and "head_dim ..."
+    zh = "可能的原因：" + "完全没有缩放" * 4 + "，logit 比 1/√head_dim 所预期的更宽" * 3 + "。"
+    lines = catalogue.wrap(zh, "    ", "      ").split("\n")
+    assert len(lines) > 1
+    assert all("1/√head_dim" in line or "head_dim" not in line for line in lines)
+    assert max(catalogue._width(line) for line in lines) <= TEXT_WIDTH

@@ -255,11 +255,15 @@ def _width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
+# a run of anything but spaces and CJK characters and punctuation: a word, a number, a formula
+_UNBROKEN = re.compile(r"[^\s\u2e80-\u9fff\uf900-\ufaff\uff00-\uffef]+|\s+|.")
+
+
 def wrap(text: str, indent: str, cont: str, width: int = 80) -> str:
     """Chinese text wrapped at ``width`` columns (a CJK character takes two), never inside a
-    Latin word, nor before closing punctuation."""
+    Latin word or formula (``1/√head_dim``), nor before closing punctuation."""
     lines, line = [], indent
-    for tok in re.findall(r"[\x21-\x7e]+|\s+|.", text):
+    for tok in re.findall(_UNBROKEN, text):
         if tok.isspace():
             line += " " if line.strip() else ""
             continue
