@@ -168,7 +168,8 @@ print(
 def plot_variance_vs_dk(
     d_ks, measured, *, low, high, label, color, theory=None, ax=None
 ):
-    """Log-log plot of measured variances against d_k, with their interval and theory."""
+    """Log-log plot of measured variances against d_k, with their interval and
+    theory."""
     if ax is None:
         _, ax = plt.subplots(figsize=(6.4, 4.0), layout="constrained")
     if theory is not None:

@@ -96,7 +96,8 @@ for label, value in marks.items():
 
 
 def plot_jacobian_norm_vs_sigma(sigmas, norms, *, marks, ax):
-    """Mean, median and 10-90% band of per-row Jacobian norms against the logit scale."""
+    """Mean, median and 10-90% band of per-row Jacobian norms against the logit
+    scale."""
     v = norms.double().numpy()  # (sigmas, rows)
     lo, med, hi = np.quantile(v, [0.1, 0.5, 0.9], axis=1)
     # statistics of one quantity: greys, never a strategy's colour
@@ -113,7 +114,8 @@ def plot_jacobian_norm_vs_sigma(sigmas, norms, *, marks, ax):
 
 
 def plot_saturation_vs_sigma(sigmas, fractions, *, ax):
-    """Fraction of saturated softmax rows against the logit scale, one curve per threshold."""
+    """Fraction of saturated softmax rows against the logit scale, one curve per
+    threshold."""
     for k, (label, f) in enumerate(fractions.items()):
         colour = ordered_colour(k, len(fractions))  # thresholds in order
         ax.plot(sigmas, f, "o-", color=colour, markersize=3, label=label)
