@@ -205,3 +205,24 @@ def test_the_gallery_words_the_chinese_edition_translates_are_on_its_pages(
         gallery_format.DOWNLOAD_ALL_PYTHON in text and gallery_format.DOWNLOAD_ALL_NOTEBOOKS in text
     )
     assert gallery_format.CARD_OPENING.split('tooltip="')[0] in text
+
+
+def test_code_cells_fit_the_page() -> None:
+    """Every line of a gallery script's code cells is at most 88 columns: that fits the page's
+    code box at a 1280-px-wide window (tests/site/test_sideways_scroll.py measures it). The
+    module docstring and the text cells are prose, rendered as paragraphs."""
+    import ast
+
+    scripts = sorted(ROOT.glob("examples/*/plot_*.py")) + sorted(ROOT.glob("factcheck/plot_*.py"))
+    assert scripts
+    long = []
+    for script in scripts:
+        text = script.read_text()
+        prose = set(range(1, ast.parse(text).body[0].end_lineno + 1))  # the docstring
+        for cell in gallery_format.SCRIPT_CELL.finditer(text):
+            first = text.count("\n", 0, cell.start("text_content")) + 1
+            prose |= set(range(first, first + cell["text_content"].count("\n") + 1))
+        for n, line in enumerate(text.splitlines(), 1):
+            if n not in prose and len(line) > 88:
+                long.append(f"{script.relative_to(ROOT)}:{n}: {len(line)} columns")
+    assert not long, "\n".join(long)
