@@ -555,3 +555,30 @@ def test_the_command_line_names_what_it_refuses(capsys: pytest.CaptureFixture[st
             cli.main(argv)
         assert exit_.value.code == 2
         assert words in capsys.readouterr().err
+
+
+# --- the built Chinese site (issue 44) -----------------------------------------------------------
+
+SITE_ZH = ROOT / "site" / "zh"
+
+
+def _built_pages(edition: Path) -> list[Path]:
+    pages = sorted(edition.glob("**/*.html"))
+    if not pages:
+        pytest.skip("the docs have not been built (nox -s docs)")
+    return pages
+
+
+def test_no_ruled_out_term_on_the_built_pages() -> None:
+    """The glossary's ruled-out renderings (its 不用的译法 column, 监视器 among them) appear
+    nowhere a reader sees: not in the translations, nor in printed output, code comments or
+    figures' alt texts that reach the page through the catalogue."""
+    ruled_out = {a: zh for zh, _, _, avoid, _ in TERMS for a in avoid}
+    assert "监视器" in ruled_out  # a display screen, not the diagnostics tool
+    found = [
+        f"{page.relative_to(SITE_ZH)}: {a} (use {zh})"
+        for page in _built_pages(SITE_ZH)
+        for a, zh in ruled_out.items()
+        if a in page.read_text()
+    ]
+    assert not found, "\n".join(found)
