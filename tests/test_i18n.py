@@ -4,6 +4,7 @@ its terms the glossary's, and its navigation the English one's."""
 from __future__ import annotations
 
 import ast
+import html.parser
 import re
 import sys
 from pathlib import Path
@@ -582,3 +583,50 @@ def test_no_ruled_out_term_on_the_built_pages() -> None:
         if a in page.read_text()
     ]
     assert not found, "\n".join(found)
+
+
+class _Attributes(html.parser.HTMLParser):
+    """The values of the attributes a screen reader reads out, as the browser has them."""
+
+    READ_ALOUD = ("alt", "title", "aria-label")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.values += [v for k, v in attrs if k in self.READ_ALOUD and v]
+
+
+_MARKUP = re.compile(r"</?[A-Za-z][^>]*>")
+
+
+def test_markup_is_caught_in_a_planted_alt_text() -> None:
+    page = '<img alt="熵，&lt;span class=&quot;nowrap&quot;&gt;\\(n\\)，&lt;/span&gt;" src="a.png">'
+    parser = _Attributes()
+    parser.feed(page)
+    assert [v for v in parser.values if _MARKUP.search(v)]
+    assert not _MARKUP.search("\\(a < b\\) 与 \\(b > c\\)")  # a formula's signs are no markup
+
+
+@pytest.mark.parametrize("edition", ["en", "zh"])
+def test_no_markup_in_text_read_aloud(edition: str) -> None:
+    """Alt texts, titles and ARIA labels hold plain text: a tag in them is read aloud as
+    characters ("span class equals nowrap"), in either edition."""
+    site = ROOT / "site"
+    pages = [
+        p for p in _built_pages(site) if (p.relative_to(site).parts[0] == "zh") == (edition == "zh")
+    ]
+    found = []
+    for page in pages:
+        parser = _Attributes()
+        parser.feed(page.read_text())
+        found += [f"{page.relative_to(site)}: {v!r}" for v in parser.values if _MARKUP.search(v)]
+    assert not found, "\n".join(found)
+
+
+def test_formulas_in_image_alt_texts_are_left_alone() -> None:
+    md = "![熵，$n = 16$，$a[i]$。](./images/a.png) 正文 $n$，完"
+    bound = zh_style.bind_formulas(md)
+    assert bound.startswith("![熵，$n = 16$，$a[i]$。](./images/a.png)")
+    assert '<span class="nowrap">$n$，</span>完' in bound

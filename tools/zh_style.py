@@ -82,10 +82,18 @@ def check(markdown: str) -> list[str]:
 _MATH_THEN_PUNCTUATION = re.compile(rf"(?<!\$)({_INLINE_MATH})([{PUNCTUATION}]+)")
 
 
+#: ``![alt](``: an image's alt text, one level of brackets allowed in it ($x[i]$)
+_IMAGE_ALT = r"!\[(?:[^\[\]\n]|\[[^\[\]\n]*\])*\]\("
+
+
 def bind_formulas(markdown: str) -> str:
-    """``$x$。`` as ``<span class="nowrap">$x$。</span>``, outside code and HTML tags."""
-    # code blocks, code spans and HTML tags (a card's tooltip attribute holds formulas too)
-    parts = re.split(r"(^```.*?^```[ \t]*$|`[^`\n]+`|<[^<>]*>)", markdown, flags=re.M | re.S)
+    """``$x$。`` as ``<span class="nowrap">$x$。</span>``, outside code, HTML tags and image
+    alt texts."""
+    # code blocks, code spans, HTML tags (a card's tooltip attribute holds formulas too) and
+    # an image's alt text, which becomes an attribute: markup there is read aloud, not applied
+    parts = re.split(
+        rf"(^```.*?^```[ \t]*$|`[^`\n]+`|<[^<>]*>|{_IMAGE_ALT})", markdown, flags=re.M | re.S
+    )
     for i in range(0, len(parts), 2):  # the even parts are outside them
         parts[i] = _MATH_THEN_PUNCTUATION.sub(r'<span class="nowrap">\1\2</span>', parts[i])
     return "".join(parts)
