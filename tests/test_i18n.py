@@ -9,6 +9,7 @@ import re
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -630,3 +631,69 @@ def test_formulas_in_image_alt_texts_are_left_alone() -> None:
     bound = zh_style.bind_formulas(md)
     assert bound.startswith("![熵，$n = 16$，$a[i]$。](./images/a.png)")
     assert '<span class="nowrap">$n$，</span>完' in bound
+
+
+def _palette(png: Path, share: float) -> np.ndarray:
+    """The saturated colours of an image (RGB in steps of 8) that cover more than ``share`` of
+    its pixels: the lines, bars and markers, without greys, anti-aliasing and pale fills."""
+    from matplotlib.colors import rgb_to_hsv
+    from matplotlib.image import imread
+
+    rgb = imread(png)[..., :3].reshape(-1, 3)
+    hsv = rgb_to_hsv(rgb)
+    saturated = rgb[(hsv[:, 1] > 0.4) & (hsv[:, 2] > 0.2)]
+    colours, counts = np.unique(np.round(saturated * 255 / 8) * 8, axis=0, return_counts=True)
+    return colours[counts > share * len(rgb)]
+
+
+def _unmatched(colours: np.ndarray, palette: np.ndarray, tolerance: float = 16) -> list[str]:
+    """The colours with no colour of ``palette`` within ``tolerance`` in every channel (tab10's
+    blue #1f77b4 is 31 from Okabe-Ito's #0072b2 in red)."""
+    return [
+        "#{:02x}{:02x}{:02x}".format(*(min(int(c), 255) for c in colour))
+        for colour in colours
+        if not len(palette) or np.abs(palette - colour).max(axis=1).min() > tolerance
+    ]
+
+
+def test_the_colour_check_catches_the_default_colours(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from guide.style import STYLE
+
+    def draw(path: Path) -> Path:
+        figure, ax = plt.subplots()
+        ax.plot([0, 1], [0, 1], color="C0", lw=8)  # "C0" is looked up when the figure is drawn
+        figure.savefig(path)
+        plt.close(figure)
+        return path
+
+    with plt.style.context(STYLE):
+        site = _palette(draw(tmp_path / "site.png"), 0.0005)
+        assert _unmatched(site, _palette(draw(tmp_path / "again.png"), 0.0001)) == []
+    assert _unmatched(site, _palette(draw(tmp_path / "default.png"), 0.0001))
+
+
+def test_the_chinese_figures_keep_the_english_colours() -> None:
+    """A redrawn figure changes its text only: its colours are the English figure's, the site's
+    colour-blind-safe palette (a colour written "C0" is resolved when the figure is drawn, so
+    a redraw outside the site's style turns it into matplotlib's default colours)."""
+    site = ROOT / "site"
+    pairs = [
+        (en, site / "zh" / en.relative_to(site))
+        for en in sorted((site / "generated").glob("**/images/*.png"))
+        if gallery_format.IMAGE.fullmatch(en.name)
+    ]
+    pairs = [(en, zh) for en, zh in pairs if zh.exists()]
+    if not pairs:
+        pytest.skip("the docs have not been built (nox -s docs)")
+    assert len(pairs) >= 37
+    # a colour covering 0.05% of one image must cover 0.01% of the other: a borderline colour
+    # is not lost by a line drawn a pixel shorter
+    lost = [
+        f"{en.name}: {colours}"
+        for en, zh in pairs
+        for a, b in ((en, zh), (zh, en))
+        if (colours := _unmatched(_palette(a, 0.0005), _palette(b, 0.0001)))
+    ]
+    assert not lost, "colours of one edition missing in the other:\n" + "\n".join(lost)

@@ -139,16 +139,23 @@ def redraw(copy: Path, target: Path, texts: dict[str, str], missing: Callable[[s
     (drawing is most of the Chinese assembly's time on a rebuild)."""
     import matplotlib.pyplot as plt
 
+    from guide.style import STYLE
+
     digest = hashlib.sha256(copy.read_bytes())
     digest.update(json.dumps(texts, sort_keys=True).encode())
     digest.update(Path(__file__).read_bytes())
+    digest.update(STYLE.read_bytes())
     cached, stamp = copy.with_suffix(".zh.png"), copy.with_suffix(".zh.key")
     if cached.exists() and stamp.exists() and stamp.read_text() == digest.hexdigest():
         shutil.copyfile(cached, target)
         return
     lost: list[str] = []
-    figure, kwargs = translated(copy, texts, lost.append)
-    figure.savefig(target, **kwargs)
+    # Under the style the English figure was drawn in: a colour written "C0" is looked up in
+    # the colour cycle when the figure is drawn, not when the line is made, so outside the
+    # style it would come out in matplotlib's default colours instead of the site's.
+    with plt.style.context(STYLE):
+        figure, kwargs = translated(copy, texts, lost.append)
+        figure.savefig(target, **kwargs)
     plt.close(figure)
     for key in lost:
         missing(key)
