@@ -54,9 +54,26 @@ def glossary_page() -> str:
 _TERM_FREQUENCY = 1_000_000
 
 
-def write_jieba_dictionary(path: Path) -> None:
-    """The glossary's Chinese terms as a jieba user dictionary, for the search index. Terms
-    with Latin letters or spaces (注意力 logit 增长) are left out: jieba's file format splits on
-    spaces, and the search splits the Latin parts on its own."""
+def search_parts() -> dict[str, list[str]]:
+    """The compound terms the search index cuts into parts (注意力汇聚点 -> 注意力, 汇聚点)."""
+    parts = {zh: cut.split() for zh, cut in _table("Search words")}
+    for zh, cut in parts.items():
+        if "".join(cut) != zh or len(cut) < 2:
+            raise TranslationError(f"TERMS.md, search words: {cut} does not make up {zh}")
+    return parts
+
+
+def search_words() -> list[str]:
+    """The words of the search segmenter's dictionary: the glossary's all-Chinese terms, with
+    the compounds of the search-word table replaced by their parts. Terms with Latin letters or
+    spaces (注意力 logit 增长) are left out: jieba's file format splits on spaces, and the search
+    splits the Latin parts on its own."""
+    parts = search_parts()
     terms = [zh for zh, *_ in glossary() if re.fullmatch(r"[\u4e00-\u9fff]+", zh)]
-    path.write_text("".join(f"{t} {_TERM_FREQUENCY}\n" for t in terms))
+    words = [w for t in terms for w in parts.get(t, [t])]
+    return list(dict.fromkeys(words))
+
+
+def write_jieba_dictionary(path: Path) -> None:
+    """The search words (``search_words``) as a jieba user dictionary, for the search index."""
+    path.write_text("".join(f"{t} {_TERM_FREQUENCY}\n" for t in search_words()))
