@@ -1,5 +1,5 @@
 """Searches a reader of the Chinese edition types, run in Chromium against the built index
-(issue 44): parts of compound terms.
+(issue 44): parts of compound terms, and English terms on pages whose prose says them in Chinese.
 """
 
 from __future__ import annotations
@@ -21,8 +21,15 @@ COMPOUND_PARTS = {
     "软上限": "05_debugging/plot_02_soft_cap",
 }
 
+#: English key terms on the Chinese edition: each page carries the English of the terms in its
+#: English title as search tags, where the index weights them.
+ENGLISH_KEY_TERMS = {
+    "entropy": "02_softmax/plot_02_entropy_vs_dk",
+    "entropy collapse": "05_debugging/plot_04_entropy_collapse",
+}
 
-@pytest.mark.parametrize(("query", "page"), COMPOUND_PARTS.items())
+
+@pytest.mark.parametrize(("query", "page"), {**COMPOUND_PARTS, **ENGLISH_KEY_TERMS}.items())
 def test_chinese_search_ranks_the_page_in_the_top_three(
     query: str, page: str, base_url: str, browser
 ) -> None:

@@ -251,6 +251,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> tuple[list[str], 
     _redraw_figures(docs, texts, missing)
     anchors = _anchors(site)
     split, indexed = search_index(site)
+    titles = _page_titles(site)
     for page in docs.rglob("*.md"):  # once every page exists
         md = _link_english_only(page.read_text(), page, docs, anchors)
         english = site / page.relative_to(docs).with_suffix("") / "index.html"
@@ -260,6 +261,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> tuple[list[str], 
             md = _english_anchors(md, english, page.relative_to(docs).as_posix())
             url = english.parent.relative_to(site).as_posix() + "/"
             md = _with_terms(md, indexed.get("" if url == "./" else url, ""), split)
+            md = _with_key_terms(md, titles.get("" if url == "./" else url, ""), split)
         page.write_text(zh_style.bind_formulas(md))
     return stale, list(dict.fromkeys(missing))
 
@@ -294,6 +296,27 @@ def search_index(site: Path) -> tuple[re.Pattern[str], dict[str, str]]:
         url = doc["location"].split("#")[0]
         found[url] = found.get(url, "") + " " + text.lower()
     return re.compile(index["config"]["separator"]), found
+
+
+def _page_titles(site: Path) -> dict[str, str]:
+    """An edition's page titles by URL, as its search index has them."""
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    return {d["location"]: d["title"] for d in index["docs"] if "#" not in d["location"]}
+
+
+def _with_key_terms(md: str, english_title: str, split: re.Pattern[str]) -> str:
+    """The page with the English of the glossary terms in its English title as its search tags:
+    the index weights tags above titles, so "entropy" finds the pages about entropy first, as
+    on the English edition, where the word is in their titles (the Chinese titles say 熵)."""
+    title = html.unescape(english_title).lower()
+    words = set(split.split(title))
+    keys = [en for _, en, *_ in glossary() if _used(en.lower(), words, title)]
+    if not keys:
+        return md
+    tags = "tags: " + json.dumps(keys, ensure_ascii=False) + "\n"
+    if md.startswith("---\n"):
+        return "---\n" + tags + md[4:]
+    return "---\n" + tags + "---\n\n" + md
 
 
 def term_forms(term: str) -> set[str]:
