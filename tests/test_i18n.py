@@ -701,3 +701,45 @@ def test_the_chinese_figures_keep_the_english_colours() -> None:
         if (colours := _unmatched(_palette(a, 0.0005), _palette(b, 0.0001)))
     ]
     assert not lost, "colours of one edition missing in the other:\n" + "\n".join(lost)
+
+
+#: The theme's labels that mkdocs.zh.yml gives in Chinese (the toggles' and the links' titles)
+THEME_ENGLISH = ["Switch to dark mode", "Switch to light mode", "Source code on GitHub"]
+
+
+def test_the_theme_speaks_chinese() -> None:
+    found = [
+        f"{page.relative_to(SITE_ZH)}: {label}"
+        for page in _built_pages(SITE_ZH)
+        for label in THEME_ENGLISH
+        if label in page.read_text()
+    ]
+    assert not found, "\n".join(found[:10])
+
+
+#: English inside a formula's \text{} that stays: names from code (FlashAttention's headdim)
+CODE_IN_FORMULAS = {"fan\\_in", "headdim"}
+# \text{} that is not a subscript (d_\text{model})
+_TEXT_IN_FORMULA = re.compile(r"(?<!_\{)(?<!_)\\text\{([^{}]*)\}")
+
+
+def _english_in_formulas(text: str) -> list[str]:
+    text = re.sub(r"<!--.*?-->", "", text, flags=re.S)  # the English a translation follows
+    formulas = re.findall(r"\$\$.*?\$\$|\$[^$\n]+\$|\\\(.*?\\\)|\\\[.*?\\\]", text, flags=re.S)
+    return [
+        m[0]
+        for formula in formulas
+        for m in _TEXT_IN_FORMULA.finditer(formula)
+        if re.search(r"[A-Za-z]{2,}", m[1]) and m[1] not in CODE_IN_FORMULAS
+    ]
+
+
+def test_formulas_speak_chinese() -> None:
+    """Words inside a Chinese page's formulas (\\text{for}, \\text{independent}) are Chinese;
+    subscripts (d_\\text{model}) and names from code stay."""
+    assert _english_in_formulas("$x \\ \\text{for } y$, $d_\\text{model}$, $d_{\\text{k}}$") == [
+        "\\text{for }"
+    ]
+    pages = [*FILES, *sorted(catalogue.CATALOGUE.glob("*.md"))]
+    found = [f"{p.name}: {t}" for p in pages for t in _english_in_formulas(p.read_text())]
+    assert not found, found
