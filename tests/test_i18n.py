@@ -743,3 +743,14 @@ def test_formulas_speak_chinese() -> None:
     pages = [*FILES, *sorted(catalogue.CATALOGUE.glob("*.md"))]
     found = [f"{p.name}: {t}" for p in pages for t in _english_in_formulas(p.read_text())]
     assert not found, found
+
+
+def test_the_pages_say_simplified_chinese() -> None:
+    """<html lang="zh-CN">: a browser picks Simplified Chinese glyphs for the characters that
+    Chinese, Japanese and Korean share (a bare "zh" leaves the choice to it)."""
+    wrong = [
+        page.relative_to(SITE_ZH).as_posix()
+        for page in _built_pages(SITE_ZH)
+        if '<html lang="zh-CN"' not in page.read_text()
+    ]
+    assert not wrong, wrong[:10]

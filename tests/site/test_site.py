@@ -302,7 +302,7 @@ def test_language_and_switcher(page: str) -> None:
     parser = _Switcher()
     parser.feed((SITE / page).read_text())
     zh = page.startswith("zh/")
-    assert parser.lang == ("zh" if zh else "en")
+    assert parser.lang == ("zh-CN" if zh else "en")
     assert set(parser.editions) == {"en", "zh"}
     english = page.removeprefix("zh/")
     expected = {"en": english, "zh": "zh/" + english}
@@ -329,7 +329,7 @@ def test_switcher_click_keeps_the_page(base_url: str, browser) -> None:
         tab.hover(gallery_format.LANGUAGE_MENU)
         tab.click(f"a.{gallery_format.LANGUAGE_LINK}[hreflang=zh]")
         tab.wait_for_url(base_url + "zh/" + page)
-        assert tab.evaluate("document.documentElement.lang") == "zh"
+        assert tab.evaluate("document.documentElement.lang") == "zh-CN"
         # at a heading, the switcher goes to the same heading: both editions share its anchor
         tab.goto(base_url + "zh/" + page + "#references", wait_until="load")
         tab.hover(gallery_format.LANGUAGE_MENU)

@@ -20,6 +20,7 @@ import zh_style
 from .glossary import glossary, glossary_page, write_jieba_dictionary
 from .sources import (
     GENERATED,
+    I18N,
     LANG,
     PAGES,
     ROOT,
@@ -226,6 +227,7 @@ def assemble(site: Path = ROOT / "site", out: Path = BUILD) -> tuple[list[str], 
     docs = out / "docs"
     shutil.rmtree(out, ignore_errors=True)
     shutil.copytree(ROOT / "overrides", out / "overrides")
+    shutil.copytree(I18N / "theme", out / "overrides", dirs_exist_ok=True)  # zh-only templates
     stale: list[str] = []
     missing: list[str] = []  # generated texts the catalogue has no entry for
     texts = catalogue.load()
