@@ -20,7 +20,7 @@ _TITLE = re.compile(r"^# .*$", re.M)
 
 #: What a reader installs to run a guide example, from a clone of the repository: the one line
 #: every example page's box gives (the package's install extras decide what it pulls in).
-INSTALL_LINE = 'pip install -e ".[plot,hf]"'
+INSTALL_LINE = 'pip install -e ".[plot,hf]" -e ./guide'
 
 #: The one box an example page has, under its title: what to install, the downloads, and what
 #: the script needs and took here. Left out of the search index: otherwise it is the snippet
@@ -28,7 +28,8 @@ INSTALL_LINE = 'pip install -e ".[plot,hf]"'
 _BOX = {
     "en": (
         "Running this example",
-        "To run it, install attnscale from a clone of the repository with `{install}` "
+        "To run it, install attnscale and its guide package from a clone of the repository "
+        "with `{install}` "
         "([Get started]({start})), then download [`{stem}.py`](./{stem}.py) or "
         "[`{stem}.ipynb`](./{stem}.ipynb) and run it as is.\n"
         "It needs `attnscale` and {packages}, and ran in {seconds} on the CPU that built "
@@ -36,7 +37,7 @@ _BOX = {
     ),
     "zh": (
         "运行这个示例",
-        "运行方法：在本仓库的克隆中用 `{install}` 安装 attnscale（见[快速上手]({start})），"
+        "运行方法：在本仓库的克隆中用 `{install}` 安装 attnscale 及其指南包（见[快速上手]({start})），"
         "然后下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
         "它需要 `attnscale` 以及 {packages}；在构建本页的 CPU（{cores} 个逻辑核）上运行了{seconds}。",
     ),
