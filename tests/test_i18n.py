@@ -754,3 +754,17 @@ def test_the_pages_say_simplified_chinese() -> None:
         if '<html lang="zh-CN"' not in page.read_text()
     ]
     assert not wrong, wrong[:10]
+
+
+def test_the_term_notes_list_terms_only() -> None:
+    """A page's 本页术语 note leaves out the term table's plain words (原文, 离散程度)."""
+    assert {"原文", "离散程度"} <= glossary.plain_words()
+    note = re.compile(r'<p class="admonition-title">本页术语</p>\s*<p>(.*?)</p>', re.S)
+    found = [
+        f"{page.relative_to(SITE_ZH).as_posix()}: {word}"
+        for page in _built_pages(SITE_ZH)
+        for listed in note.findall(page.read_text())
+        for word in glossary.plain_words()
+        if re.search(rf"(^|、){word}（", listed)
+    ]
+    assert not found, found[:10]

@@ -35,6 +35,11 @@ def glossary() -> list[tuple[str, str, bool, list[str], list[str]]]:
     ]
 
 
+def plain_words() -> set[str]:
+    """Rows of the term table that are everyday words (原文): no page lists them as its terms."""
+    return {zh for zh, _ in _table("Plain words")}
+
+
 def fixed_headings() -> dict[str, str]:
     """The standard headings: English -> the one Chinese form."""
     return dict((en, zh) for en, zh in _table("Fixed headings"))

@@ -17,7 +17,7 @@ import gallery_format
 import zh_figures
 import zh_style
 
-from .glossary import glossary, glossary_page, write_jieba_dictionary
+from .glossary import glossary, glossary_page, plain_words, write_jieba_dictionary
 from .sources import (
     GENERATED,
     I18N,
@@ -344,8 +344,12 @@ def _with_terms(md: str, text: str, split: re.Pattern[str]) -> str:
     """The page with a note of the glossary terms its English counterpart uses (``text``, its
     indexed text), in Chinese and English: a reader can look a term up in English, and the
     site search finds the page by its English terms as it does on the English edition."""
-    words = set(split.split(text))
-    used = [f"{zh}（{en}）" for zh, en, *_ in glossary() if _used(en.lower(), words, text)]
+    words, plain = set(split.split(text)), plain_words()
+    used = [
+        f"{zh}（{en}）"
+        for zh, en, *_ in glossary()
+        if zh not in plain and _used(en.lower(), words, text)
+    ]
     if not used:
         return md
     note = '!!! abstract "本页术语"\n\n    ' + "、".join(used) + "\n\n"
