@@ -38,7 +38,7 @@ _BOX = {
     "zh": (
         "运行这个示例",
         "运行方法：在本仓库的克隆中用 `{install}` 安装 attnscale 及其指南包（见[快速上手]({start})），"
-        "然后下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。\n"
+        "然后下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。"
         "它需要 `attnscale` 以及 {packages}；在构建本页的 CPU（{cores} 个逻辑核）上运行了{seconds}。",
     ),
 }
@@ -60,6 +60,8 @@ def on_config(config: Any, **_: Any) -> Any:
     with Chinese text (tools/zh_figures.py)."""
     _written_nav.clear()
     _written_nav.append(copy.deepcopy(config["nav"]))
+    if _language(config) == "zh":  # the heading anchors' tooltip; the theme does not set it
+        config["mdx_configs"].setdefault("toc", {})["permalink_title"] = "永久链接"
     if _language(config) == "en":
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import zh_figures

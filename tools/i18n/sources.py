@@ -208,7 +208,9 @@ def generated_page(source: str) -> Path:
 def alt_texts(source: str) -> list[str]:
     """The alt text of every figure on a generated example page, in order."""
     page = generated_page(source)
-    return list(dict.fromkeys(m["alt"] for m in gallery_format.FIGURE_ALT.finditer(page.read_text())))
+    return list(
+        dict.fromkeys(m["alt"] for m in gallery_format.FIGURE_ALT.finditer(page.read_text()))
+    )
 
 
 def page_strings(source: str) -> list[str]:
