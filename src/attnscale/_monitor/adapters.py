@@ -30,6 +30,7 @@ from .every_row import HeadStats, head_stats, head_stats_of_logits
 from .lineage import head_scales, physical, position_range, unscaled, value
 
 __all__ = [
+    "flex_attention_op",
     "fused_encoder_arguments",
     "mha_arguments",
     "on_flex",
@@ -216,7 +217,8 @@ PATHS["multihead_attention:encoder-fastpath"] = Path(
 )
 
 
-def _flex_attention_op() -> Any:
+def flex_attention_op() -> Any:
+    """The operator FlexAttention runs (eager, and the one dynamo traces when compiled)."""
     try:
         from torch._higher_order_ops.flex_attention import flex_attention
     except ImportError:  # a torch without FlexAttention
@@ -225,7 +227,7 @@ def _flex_attention_op() -> Any:
 
 
 @handles(
-    _flex_attention_op(),  # what eager flex_attention runs (compiled: compiled.py)
+    flex_attention_op(),  # what eager flex_attention runs (compiled: compiled.py)
     kind="flex_attention",
     path="flex_attention",
     fused=True,

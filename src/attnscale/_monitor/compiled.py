@@ -21,14 +21,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from .adapters import _flex_attention_op, on_flex
+from .adapters import flex_attention_op, on_flex
 from .calls import Call, Reader, handles
 
 __all__ = ["on_compiled_flex"]
 
 
 @handles(
-    _flex_attention_op(),
+    flex_attention_op(),
     kind="flex_attention",
     path="flex_attention:compiled",
     traced=True,
