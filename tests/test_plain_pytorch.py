@@ -13,7 +13,9 @@ import torch
 import attnscale
 
 ROOT = Path(__file__).parents[1]
-SECTIONS = sorted(p.name for p in (ROOT / "examples").iterdir() if p.is_dir())
+SECTIONS = sorted(
+    p.name for p in (ROOT / "examples").iterdir() if p.is_dir() and p.name[0] not in "._"
+)
 PAGES = {p.parent.name: p for p in sorted(ROOT.glob("examples/*/plot_*_in_plain_pytorch.py"))}
 
 

@@ -26,18 +26,12 @@ def train_pair(
     models = []
     for scale, weights, qk in ((d_k**-0.5, w, {}), (1.0, c * w, settings)):
         weights = weights.clone().requires_grad_()
-        models.append(
-            (
-                scale,
-                weights,
-                torch.optim.Adam([{"params": [weights], **qk}], lr, eps=eps),
-            )
-        )
+        opt = torch.optim.Adam([{"params": [weights], **qk}], lr, eps=eps)
+        models.append((scale, weights, opt))
     for _ in range(steps):
         x = torch.randn(16, 8, d_model, dtype=torch.float64)  # (batch, tokens, d_model)
-        target = torch.randn(16, 8, 8, dtype=torch.float64).softmax(
-            -1
-        )  # weights to fit
+        target = torch.randn(16, 8, 8, dtype=torch.float64)
+        target = target.softmax(-1)  # weights to fit
         logits = []
         for scale, weights, opt in models:
             q, k = x @ weights[0].T, x @ weights[1].T  # (batch, tokens, d_k)
