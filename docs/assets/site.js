@@ -18,9 +18,11 @@ function nameSearchDialog() {
   if (search && !search.hasAttribute("aria-label")) search.setAttribute("aria-label", "Search");
 }
 
-// Wide equations and tables scroll sideways; keyboard users must be able to reach them.
+// Wide equations and tables scroll sideways, and long printed output scrolls down its box
+// (Material makes only sideways-scrolling code focusable); keyboard users must reach them all.
 function focusableScrollers() {
-  for (const el of document.querySelectorAll(".katex-display, .md-typeset__scrollwrap")) {
+  const scrollers = ".katex-display, .md-typeset__scrollwrap, .md-typeset pre > code";
+  for (const el of document.querySelectorAll(scrollers)) {
     if (el.scrollWidth > el.clientWidth || el.scrollHeight > el.clientHeight) {
       el.setAttribute("tabindex", "0");
     }
