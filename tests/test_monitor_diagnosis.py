@@ -7,47 +7,13 @@ import math
 from typing import Any
 
 import pytest
+from healthy_stats import HEAD_DIM as D
+from healthy_stats import healthy_stats
 
 from attnscale import THRESHOLDS, AttentionStats
 from attnscale._monitor.diagnosis import diagnose, likely_causes, no_attention
 
-D = 64
-
-
-def _stats(**changes: Any) -> AttentionStats:
-    """Statistics of a healthy call (scale 1/sqrt(64), modest logits), with changes."""
-    base = AttentionStats(
-        step=0,
-        path="softmax",
-        shape=(2, 4, 32, 32),
-        dtype="float32",
-        head_dim=D,
-        num_heads=4,
-        scale=D**-0.5,
-        scale_ratio=1.0,
-        scale_source="traced",
-        scale_fit_residual=None,
-        softcap=None,
-        q_std=0.5,
-        k_std=0.5,
-        max_abs_qk=None,
-        logit_mean=0.0,
-        logit_std=0.3,
-        max_abs_logit=1.2,
-        entropy=3.3,
-        normalized_entropy=0.95,
-        min_head_normalized_entropy=0.94,
-        max_probability=0.08,
-        saturated_fraction=0.0,
-        masked_fraction=0.0,
-        masked_rows=0,
-        masked_rows_nonfinite=0,
-        first_masked_row=None,
-        nonfinite_logits=0,
-        nonfinite_outputs=0,
-        sampled_rows=256,
-    )
-    return dataclasses.replace(base, **changes)
+_stats = healthy_stats
 
 
 def _with_scale(scale: float, **changes: Any) -> AttentionStats:

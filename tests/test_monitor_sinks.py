@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 import torch
+from healthy_stats import healthy_stats
 from torch import nn
 
 from attnscale import (
@@ -275,36 +276,10 @@ def test_random_collapsed_heads_stay_under_the_positional_threshold() -> None:
 
 def test_diagnosis_reads_sinks_rest_and_positional_heads() -> None:
     """The diagnosis as a pure function of per-head numbers."""
-    base = AttentionStats(
-        step=0,
-        path="softmax",
-        shape=(2, 4, 32, 32),
-        dtype="float32",
-        head_dim=64,
-        num_heads=4,
-        scale=0.125,
-        scale_ratio=1.0,
-        scale_source="traced",
-        scale_fit_residual=None,
-        softcap=None,
-        q_std=0.5,
-        k_std=0.5,
-        max_abs_qk=None,
-        logit_mean=0.0,
-        logit_std=0.3,
-        max_abs_logit=1.2,
-        entropy=3.3,
+    base = healthy_stats(
         normalized_entropy=0.6,
         min_head_normalized_entropy=0.02,
         max_probability=0.3,
-        saturated_fraction=0.0,
-        masked_fraction=0.0,
-        masked_rows=0,
-        masked_rows_nonfinite=0,
-        first_masked_row=None,
-        nonfinite_logits=0,
-        nonfinite_outputs=0,
-        sampled_rows=256,
         head_normalized_entropy=(0.9, 0.02, 0.03, 0.9),
         head_first_key_weight=(0.05, 0.01, 0.02, 0.05),
         head_sink_key=(3.0, 7.0, 9.0, 0.0),
