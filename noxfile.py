@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,13 +13,13 @@ import nox
 ROOT = Path(__file__).parent
 #: The guide's site-only code, its own distribution (attnscale-guide; import name ``guide``).
 GUIDE = ROOT / "guide"
-sys.path.insert(0, str(ROOT / "tools"))
-import gallery_format  # noqa: E402  (what the build reads of mkdocs-gallery's output)
+#: The build's own code, a third distribution (attnscale-build-tools; import name
+#: ``attnscale_tools``). This file runs in nox's environment and imports none of it: the sessions
+#: run it in theirs.
+TOOLS = ROOT / "tools"
 
 # The exact CPU build: an open-ended torch would pull a multi-GB CUDA build.
 TORCH = "torch==2.13.0"
-GENERATED = ROOT / "docs" / "generated"
-FIGURE_COPIES = ROOT / "build" / "figures"  # tools/figure_copies.COPIES
 VENDOR = ROOT / "docs" / "assets" / "vendor"
 #: The two wheels the site offers (site/downloads/): the library and the guide's package.
 WHEELS = ROOT / "docs" / "downloads"
@@ -51,18 +50,20 @@ def _once(stamp: Path, key: str, action: Callable[[], object]) -> None:
 
 
 def _install(session: nox.Session, extras: str = "") -> None:
-    """The library (with ``extras``) and the guide's package (tests, examples and studies
-    import it), both editable."""
+    """The library (with ``extras``), the guide's package (tests, examples and studies import
+    it) and the build's (the docs build runs it, the tests and benchmarks import it), all
+    editable. The build's package goes wherever the ``docs`` extra does: an extra cannot name
+    a folder of the clone, so the build's own dependencies are that extra's."""
     target = f".[{extras}]" if extras else "."
 
     def install() -> None:
         session.install(TORCH)
-        session.install("-e", target, "-e", str(GUIDE))
+        session.install("-e", target, "-e", str(GUIDE), "-e", str(TOOLS))
 
     venv = Path(session.virtualenv.location)
     _once(
         venv / ".attnscale-installed",
-        _digest(ROOT / "pyproject.toml", GUIDE / "pyproject.toml", extra=TORCH + target),
+        _digest(*(d / "pyproject.toml" for d in (ROOT, GUIDE, TOOLS)), extra=TORCH + target),
         install,
     )
 
@@ -123,25 +124,6 @@ def _vendor_assets(session: nox.Session) -> None:
         shutil.copy2(ROOT / "node_modules" / "uplot" / "dist" / name, uplot / name)
 
 
-def _print_example_times() -> None:
-    """Each example's run time, the total per section (gallery folder), and the grand total."""
-    rows = []
-    for table in sorted(GENERATED.glob(f"**/{gallery_format.TIMING_TABLE}")):
-        section = table.parent.name
-        for line in table.read_text().splitlines():
-            m = gallery_format.TIMING_ROW.search(line)
-            if m:
-                mins, _, secs = m.group(2).rpartition(":")
-                rows.append((section, m.group(1), float(mins or 0) * 60 + float(secs)))
-    print("\nExample execution times (s):")
-    for section in dict.fromkeys(sec for sec, _, _ in rows):
-        part = [(name, secs) for sec, name, secs in rows if sec == section]
-        for name, secs in part:
-            print(f"  {secs:7.2f}  {name}")
-        print(f"  {sum(s for _, s in part):7.2f}  section {section}, {len(part)} examples")
-    print(f"  {sum(s for _, _, s in rows):7.2f}  total, {len(rows)} examples")
-
-
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the site into site/ (strict; every example runs)."""
@@ -150,47 +132,23 @@ def docs(session: nox.Session) -> None:
     _wheels(session, WHEELS)
     _invalidate_stale_examples(session)
     session.run("mkdocs", "build", "--strict", "--clean", "--site-dir", "site")
-    _print_example_times()
-    session.run("python", "tools/explorer_vectors.py")  # for the browser test
+    session.run("python", "-m", "attnscale_tools.gallery_cache", "times")
+    session.run("python", "-m", "attnscale_tools.explorer_vectors")  # for the browser test
     # The Chinese edition reuses the English build's outputs: nothing runs twice.
-    session.run("python", "tools/i18n", "build")
+    session.run("python", "-m", "attnscale_tools.i18n", "build")
     session.run("mkdocs", "build", "--strict", "--clean", "-f", "mkdocs.zh.yml")
 
 
 def _invalidate_stale_examples(session: nox.Session) -> None:
-    """Make mkdocs-gallery rerun every example whose cached output could be stale.
-
-    The gallery reruns a script only when the script's own md5 changed. It does not
-    know about the library or the installed packages, so a change in either one
-    wipes the cache. A script also reruns when its page is missing, or when the
-    gallery's copy of it differs from the source its md5 records: a run that failed
-    or was interrupted leaves the new copy next to the old md5, and the outputs of
-    that run must not be reused when the old source comes back. It reruns, too, when
-    one of its figures has no copy for the Chinese edition to redraw (tools/zh_figures.py).
-    """
+    """Make mkdocs-gallery rerun every example whose cached output could be stale
+    (``attnscale_tools.gallery_cache``): all of them when the library, the guide's package,
+    ``mkdocs.yml``, an installed release or the arithmetic settings changed."""
     freeze = session.run("python", "-m", "pip", "freeze", "--exclude-editable", silent=True)
     # The settings that change the machine's arithmetic (FACTS: one thread is not bitwise
     # across them): a build under other settings must not reuse this one's outputs.
     arithmetic = {k: os.environ.get(k, "") for k in ARITHMETIC_SETTINGS}
     key = _digest(ROOT / "src", GUIDE / "src", ROOT / "mkdocs.yml", extra=f"{freeze}{arithmetic}")
-    stamp = GENERATED / ".environment"
-    if not stamp.exists() or stamp.read_text() != key:
-        shutil.rmtree(GENERATED, ignore_errors=True)
-        shutil.rmtree(FIGURE_COPIES, ignore_errors=True)
-        GENERATED.mkdir(parents=True)
-        stamp.write_text(key)
-    for md5 in gallery_format.checksums(GENERATED):  # every gallery: guide and fact-check
-        copy = md5.with_suffix("")  # the source the gallery processed last
-        kept = (
-            FIGURE_COPIES / f.relative_to(GENERATED).with_suffix(".pickle")
-            for f in gallery_format.images(copy)
-        )
-        if (
-            not copy.with_suffix(".md").exists()
-            or gallery_format.script_md5(copy) != md5.read_text()
-            or not all(k.exists() for k in kept)
-        ):
-            md5.unlink()
+    session.run("python", "-m", "attnscale_tools.gallery_cache", "invalidate", key, silent=True)
 
 
 @nox.session
@@ -206,19 +164,22 @@ def serve(session: nox.Session) -> None:
 OTHER_ARITHMETIC = {"MKL_CBWR": "COMPATIBLE", "OMP_NUM_THREADS": "1"}
 
 
-@nox.session(python=False)
+@nox.session
 def arithmetic(session: nox.Session) -> None:
     """After ``nox -s docs``: build the site and run the tests again under another arithmetic,
-    then compare the two builds page by page with their numbers blinded (tools/compare_builds.py).
-    A page whose text, verdicts or table shapes depend on the machine's arithmetic fails."""
+    then compare the two builds page by page with their numbers blinded
+    (``attnscale_tools.compare_builds``, the only package this session installs: the builds
+    and tests run in their own sessions' environments). A page whose text, verdicts or table
+    shapes depend on the machine's arithmetic fails."""
     first = ROOT / "build" / "site-default-arithmetic"
     if not (ROOT / "site" / "index.html").exists():
         session.error("run `nox -s docs` first: this session compares its build with another")
+    session.install("-e", str(TOOLS))
     shutil.rmtree(first, ignore_errors=True)
     shutil.copytree(ROOT / "site", first)
     for name in ("docs", "tests"):
         session.run("nox", "-s", name, env=OTHER_ARITHMETIC, external=True)
-    session.run(sys.executable, "tools/compare_builds.py", str(first), "site", external=True)
+    session.run("python", "-m", "attnscale_tools.compare_builds", str(first), "site")
 
 
 @nox.session
@@ -237,7 +198,8 @@ def browser(session: nox.Session) -> None:
         session.error("site/ is missing: run `nox -s docs` first")
     if shutil.which("chromium") is None:
         session.error("Debian's chromium is missing: apt-get install -y chromium")
-    session.install("pytest>=8", "playwright>=1.45")
+    # the tests read the build's markup names and the Chinese tree (standard library only)
+    session.install("pytest>=8", "playwright>=1.45", "-e", str(TOOLS))
     _npm_ci(session)
     session.run("pytest", "tests/site", *session.posargs)
 
@@ -268,7 +230,7 @@ def downloads(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff check, ruff format --check, mypy --strict (src/, tools/, noxfile.py), actionlint."""
+    """ruff check, ruff format --check, mypy --strict (src/, guide/, tools/, noxfile.py), actionlint."""
     _install(session, "plot")  # mypy reads matplotlib's types
     session.install("ruff>=0.6", "mypy>=1.10", "nox")  # mypy reads nox's types for noxfile.py
     session.run("ruff", "check", ".")

@@ -7,8 +7,9 @@ edited one after an edit and again when the edit is undone, and once more when t
 comes back after a build in which the example failed (a failed result is never reused). The
 edits append a line to one example, which is restored at the end.
 
-Run from anywhere with ``python benchmarks/bench_build.py`` (needs ``nox`` on the PATH); it
-rebuilds ``site/`` and ``docs/generated/`` in place.
+Run from anywhere with ``python benchmarks/bench_build.py`` (needs ``nox`` on the PATH and the
+build's package, ``pip install -e ./tools``: ``nox -s bench`` has both); it rebuilds ``site/``
+and ``docs/generated/`` in place.
 """
 
 from __future__ import annotations
@@ -18,11 +19,8 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tools"))
-import gallery_format  # noqa: E402  (what the build reads of mkdocs-gallery's output)
+from attnscale_tools import ROOT, gallery_format
 
 GENERATED = ROOT / "docs" / "generated"
 EDITED = ROOT / "examples" / "02_softmax" / "plot_01_shift_vs_scale.py"

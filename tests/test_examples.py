@@ -59,10 +59,7 @@ def test_tables_end_their_cell(script: Path) -> None:
 def test_running_box_names_what_each_script_needs() -> None:
     """The "Running this example" box lists the packages a script imports, directly or through
     the attnscale modules it uses, leaving out optional imports guarded by ImportError."""
-    import sys
-
-    sys.path.insert(0, str(ROOT / "tools"))
-    import mkdocs_hooks
+    from attnscale_tools import mkdocs_hooks
 
     needs = mkdocs_hooks.imported_packages
     assert needs(ROOT / "examples/01_variance/plot_01_variance_growth.py") == [

@@ -1,19 +1,18 @@
-"""The build's reading of mkdocs-gallery's output (tools/gallery_format.py) holds for the
+"""The build's reading of mkdocs-gallery's output (attnscale_tools.gallery_format) holds for the
 installed release and for what it wrote in the last build: a release that changes its format
 fails here, in one place, not somewhere in the Chinese edition."""
 
 from __future__ import annotations
 
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 
+from attnscale_tools import gallery_format
+
 ROOT = Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import gallery_format  # noqa: E402
 
 GENERATED = ROOT / "docs" / "generated"
 PAGES = sorted(p for p in GENERATED.glob("**/plot_*.md") if p.with_suffix(".py").exists())
@@ -39,7 +38,7 @@ def test_the_pinned_release_is_the_one_read() -> None:
     )
     gallery = pytest.importorskip("mkdocs_gallery")
     assert gallery.__version__.startswith(gallery_format.VERSION + "."), (
-        f"mkdocs-gallery {gallery.__version__}: check tools/gallery_format.py against its "
+        f"mkdocs-gallery {gallery.__version__}: check attnscale_tools.gallery_format against its "
         f"output, then set VERSION"
     )
 
@@ -145,8 +144,8 @@ def test_the_built_site_has_the_markup_the_browser_tests_drive() -> None:
 
 def test_every_card_has_a_thumbnail_of_its_own(built: list[Path]) -> None:
     """No card shows mkdocs-gallery's placeholder logo: a card's thumbnail is the example's
-    first figure, or for an example without one a card drawn by the build (tools/cards.py)."""
-    import cards
+    first figure, or for an example without one a card drawn by the build (attnscale_tools.cards)."""
+    from attnscale_tools import cards
 
     for page in built:
         thumb = gallery_format.card_thumbnail(page)
@@ -160,7 +159,7 @@ def test_every_card_has_a_thumbnail_of_its_own(built: list[Path]) -> None:
 
 def test_printed_output_opens_with_the_fence_the_hook_replaces(built: list[Path]) -> None:
     """The hook shows printed output as plain text by replacing this fence: it must be there."""
-    import mkdocs_hooks
+    from attnscale_tools import mkdocs_hooks
 
     assert ".text" in mkdocs_hooks.PLAIN_OUTPUT_FENCE
     pages = [p for p in built if gallery_format.OUTPUT_FENCE in p.read_text()]
@@ -168,7 +167,7 @@ def test_printed_output_opens_with_the_fence_the_hook_replaces(built: list[Path]
 
 
 def test_titles_show_their_notation_as_math() -> None:
-    import mkdocs_hooks
+    from attnscale_tools import mkdocs_hooks
 
     title = mkdocs_hooks.title_math
     assert title("The variance of q·k grows with d_k") == (

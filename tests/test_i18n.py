@@ -6,29 +6,24 @@ from __future__ import annotations
 import ast
 import html.parser
 import re
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 import yaml
 
-ROOT = Path(__file__).parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import catalogue  # noqa: E402
-import figure_copies  # noqa: E402
-import gallery_format  # noqa: E402
-import zh_style  # noqa: E402
+from attnscale_tools import catalogue, figure_copies, gallery_format, zh_style
+from attnscale_tools.i18n import __main__ as cli
+from attnscale_tools.i18n import glossary, sources, tree
 
-from i18n import __main__ as cli  # noqa: E402
-from i18n import glossary, sources, tree  # noqa: E402
+ROOT = Path(__file__).parents[1]
 
 FILES = sorted(sources.translation_path(s) for s in [*sources.SCRIPTS, *sources.PAGES])
 
 
 def test_every_translation_is_present_and_current():
     found = sources.problems()
-    assert not found, "run `python tools/i18n skeleton` and translate:\n" + "\n".join(
+    assert not found, "run `python -m attnscale_tools.i18n skeleton` and translate:\n" + "\n".join(
         map(str, found)
     )
 
@@ -324,10 +319,13 @@ def test_every_generated_text_has_a_chinese_entry() -> None:
     if not catalogue.GENERATED.exists():
         pytest.skip("the English build has not run (nox -s docs)")
     missing = catalogue.missing_by_page()
-    assert not missing, "run `python tools/catalogue.py skeleton` and translate:\n" + "\n".join(
-        f"{page}: {key}" for page, keys in missing.items() for key in keys
+    assert not missing, (
+        "run `python -m attnscale_tools.catalogue skeleton` and translate:\n"
+        + "\n".join(f"{page}: {key}" for page, keys in missing.items() for key in keys)
     )
-    assert not catalogue.unused(), "entries no page shows: python tools/catalogue.py missing"
+    assert not catalogue.unused(), (
+        "entries no page shows: python -m attnscale_tools.catalogue missing"
+    )
 
 
 def test_every_branch_a_script_can_print_has_a_chinese_entry() -> None:
@@ -359,8 +357,9 @@ def test_the_branch_scan_sees_an_untaken_branch(tmp_path: Path) -> None:
 def test_a_stale_matplotlib_font_cache_finds_the_cjk_font(monkeypatch) -> None:
     """A font cache made before fonts-noto-cjk was installed: the font is found through
     fontconfig, not reported missing."""
-    import zh_figures
     from matplotlib import font_manager
+
+    from attnscale_tools import zh_figures
 
     kept = [f for f in font_manager.fontManager.ttflist if "CJK" not in f.name]
     monkeypatch.setattr(font_manager.fontManager, "ttflist", kept)
@@ -450,7 +449,8 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import zh_figures
+
+    from attnscale_tools import zh_figures
 
     monkeypatch.setattr(figure_copies, "COPIES", tmp_path / "figures")
     monkeypatch.setattr(catalogue, "GENERATED", tmp_path / "generated")
@@ -532,7 +532,7 @@ def test_every_figure_is_redrawn_in_chinese() -> None:
 def test_no_english_is_left_in_the_chinese_figures() -> None:
     """After the redraw, a figure text (tick labels as the axes draw them included) with
     English words in it is one the catalogue keeps as it is (model names)."""
-    import zh_figures
+    from attnscale_tools import zh_figures
 
     copies = list(figure_copies.copies())
     if not copies:

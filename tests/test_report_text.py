@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +19,7 @@ from torch import nn
 from attnscale import THRESHOLDS, AttentionMonitor, AttentionStats, MonitorReport
 from attnscale._monitor.diagnosis import compiled, diagnose, grouped, no_attention
 from attnscale._monitor.report import GUIDE_URL, TEXT_WIDTH, AttentionRecord, Finding
-
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
-import catalogue  # noqa: E402
+from attnscale_tools import catalogue
 
 LONG = "model.encoder.transformer_blocks.{}.multi_head_self_attention.inner_attention_module"
 
@@ -227,7 +223,7 @@ def test_to_dataframe_has_every_column_the_text_leaves_out() -> None:
 
 
 def test_the_chinese_edition_reads_each_part_as_one_text() -> None:
-    """tools/catalogue.py joins a printed paragraph's lines into one text to translate: the
+    """attnscale_tools.catalogue joins a printed paragraph's lines into one text to translate: the
     header, the measurement, the cause and the fix each come out whole, never two joined."""
     for name in ("no scale", "every layer", "sinks", "model-wide", "run", "fp16 over"):
         text = str(REPORTS[name])

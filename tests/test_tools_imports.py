@@ -1,23 +1,23 @@
-"""No module of the build's scripts (tools/) imports one that imports it back, at the top of the
-file or inside a function: a cycle makes the order of imports matter and hides which module
-owns a piece."""
+"""No module of the build's package (attnscale_tools, in tools/src/) imports one that imports it
+back, at the top of the file or inside a function: a cycle makes the order of imports matter and
+hides which module owns a piece."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
 
-TOOLS = Path(__file__).parents[1] / "tools"
+PACKAGE = Path(__file__).parents[1] / "tools" / "src" / "attnscale_tools"
 
 
 def _module_name(path: Path) -> str:
-    """The name a file of tools/ is imported as (tools/ is on the path): ``i18n.tree``."""
-    parts = path.relative_to(TOOLS).with_suffix("").parts
+    """The name a file of the package is imported as: ``attnscale_tools.i18n.tree``."""
+    parts = (PACKAGE.name, *path.relative_to(PACKAGE).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The modules of tools/ that ``path`` imports, anywhere in it."""
+    """The modules of the package that ``path`` imports, anywhere in it."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
@@ -35,7 +35,7 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    files = sorted(TOOLS.rglob("*.py"))
+    files = sorted(PACKAGE.rglob("*.py"))
     modules = {_module_name(f) for f in files}
     return {_module_name(f): _imports(f, modules) for f in files}
 
@@ -61,9 +61,11 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_imports() -> None:
     graph = import_graph()
-    assert "gallery_format" in graph["catalogue"]
-    assert {"catalogue", "figure_copies"} <= graph["zh_figures"]
-    assert {"i18n.sources", "i18n.glossary"} <= graph["i18n.tree"]  # relative imports
+    name = {m: f"attnscale_tools.{m}" for m in ("catalogue", "figure_copies", "gallery_format")}
+    assert name["gallery_format"] in graph[name["catalogue"]]
+    assert {name["catalogue"], name["figure_copies"]} <= graph["attnscale_tools.zh_figures"]
+    tree = graph["attnscale_tools.i18n.tree"]  # relative imports
+    assert {"attnscale_tools.i18n.sources", "attnscale_tools.i18n.glossary"} <= tree
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
@@ -75,4 +77,6 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 def test_no_module_in_tools_imports_itself_back() -> None:
     found = cycles(import_graph())
-    assert not found, "import cycles in tools/: " + "; ".join(" -> ".join(c) for c in found)
+    assert not found, "import cycles in attnscale_tools: " + "; ".join(
+        " -> ".join(c) for c in found
+    )

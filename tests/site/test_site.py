@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import re
-import sys
 import urllib.request
 import zlib
 from html.parser import HTMLParser
@@ -15,10 +14,8 @@ from urllib.parse import urldefrag, urljoin, urlsplit
 import pytest
 from conftest import ROOT, SITE, public_names, site_pages
 
-sys.path.insert(0, str(ROOT / "tools"))
-import gallery_format  # the class names of Material's markup the tests drive
-
-from i18n import tree
+from attnscale_tools import gallery_format  # the class names of Material's markup the tests drive
+from attnscale_tools.i18n import tree
 
 # the browser extra (nox -s browser installs it): without it, these tests are skipped
 PlaywrightTimeout = pytest.importorskip("playwright.sync_api").TimeoutError

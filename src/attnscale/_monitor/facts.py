@@ -3,7 +3,7 @@
 Each threshold row carries its default, the range of values that mean something
 (validation is derived from it) and where its finding turns from a warning into an error;
 each finding code carries the guide page that explains it and what it means. The monitor
-reference page is generated from these tables (``tools/mkdocs_hooks.py``), so nothing here
+reference page is generated from these tables (``attnscale_tools.mkdocs_hooks``), so nothing here
 is restated elsewhere.
 """
 

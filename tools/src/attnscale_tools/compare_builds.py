@@ -8,7 +8,7 @@ one under another: ``MKL_CBWR=COMPATIBLE OMP_NUM_THREADS=1`` in CI), replaces ea
 each pair must agree within ``RTOL`` (relative) or one unit of the last printed digit, except on
 the pages in ``FREE``, whose numbers are timings or the events of a chaotic run.
 
-    python tools/compare_builds.py SITE_A SITE_B
+    python -m attnscale_tools.compare_builds SITE_A SITE_B
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-import gallery_format  # (the script's folder, tools/, is on the path)
+from attnscale_tools import gallery_format
 
 # A number: a sign standing alone, digits, a decimal part, an exponent; or a hex digest (a code
 # hash, a commit), which another build may print differently.

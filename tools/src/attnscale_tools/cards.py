@@ -2,7 +2,7 @@
 
 mkdocs-gallery makes each card's thumbnail from the example's first figure, and shows its own
 placeholder logo for an example without one (the "in plain PyTorch" pages, tables, the
-checklist). The English build's hook (``tools/mkdocs_hooks.py``) draws a card for each of them
+checklist). The English build's hook (``mkdocs_hooks``) draws a card for each of them
 instead, over the placeholder: the page's formula above a sketch of what the page holds (code,
 a table, a checklist). Nothing on a card is English, so the Chinese edition uses it as it is.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import gallery_format
+from attnscale_tools import gallery_format
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes

@@ -1,17 +1,15 @@
-"""The command line: ``python tools/i18n check | skeleton [SOURCE...] | build``."""
+"""The command line: ``python -m attnscale_tools.i18n check | skeleton [SOURCE...] | build``."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import sys
-from pathlib import Path
 
-if not __package__:  # run as `python tools/i18n`: the build's scripts are top-level modules
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from attnscale_tools import ROOT
 
-from i18n.sources import PAGES, ROOT, SCRIPTS, TranslationError, page_strings, problems, skeleton
-from i18n.tree import BUILD, assemble
+from .sources import PAGES, SCRIPTS, TranslationError, page_strings, problems, skeleton
+from .tree import BUILD, assemble
 
 #: Set (to 1) where a generated text with no catalogue entry must fail the build: CI.
 STRICT = "ATTNSCALE_STRICT_CATALOGUE"
@@ -19,7 +17,8 @@ STRICT = "ATTNSCALE_STRICT_CATALOGUE"
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
-        prog="python tools/i18n", description="The Chinese edition's translations and docs tree."
+        prog="python -m attnscale_tools.i18n",
+        description="The Chinese edition's translations and docs tree.",
     )
     command = parser.add_subparsers(dest="command", required=True)
     command.add_parser("check", help="list every missing, untranslated or stale translation")
@@ -57,7 +56,7 @@ def main(argv: list[str]) -> int:
         strict = os.environ.get(STRICT, "") not in ("", "0")
         print(
             f"{'Error' if strict else 'Warning'}: generated texts with no Chinese entry, shown "
-            f"in English (add them with python tools/catalogue.py skeleton):\n  "
+            f"in English (add them with python -m attnscale_tools.catalogue skeleton):\n  "
             + "\n  ".join(missing)
         )
         if strict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-import gallery_format
+from attnscale_tools import gallery_format
 
 #: Full-width punctuation that closes or separates (never followed or preceded by a space).
 PUNCTUATION = "，。：；！？、）」』"

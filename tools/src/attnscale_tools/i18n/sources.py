@@ -11,9 +11,8 @@ from pathlib import Path
 from textwrap import dedent
 from typing import NamedTuple
 
-import gallery_format
+from attnscale_tools import ROOT, gallery_format
 
-ROOT = Path(__file__).resolve().parents[2]
 I18N = ROOT / "i18n" / "zh"
 GENERATED = ROOT / "docs" / "generated"
 LANG = "zh"
@@ -132,7 +131,7 @@ class Problem(NamedTuple):
         return where + PROBLEM_KINDS[self.kind].format(source=self.source)
 
 
-#: What a problem's kind means, as ``python tools/i18n check`` prints it.
+#: What a problem's kind means, as ``python -m attnscale_tools.i18n check`` prints it.
 PROBLEM_KINDS = {
     "missing": "missing (translates {source})",
     "block missing": "missing",
@@ -215,7 +214,7 @@ def alt_texts(source: str) -> list[str]:
 
 def page_strings(source: str) -> list[str]:
     """The strings of a generated page that its translation must cover: the figures' alt text.
-    (Tables and printed output go through the catalogue, tools/catalogue.py.)"""
+    (Tables and printed output go through the catalogue, attnscale_tools.catalogue.)"""
     return alt_texts(source)
 
 

@@ -11,11 +11,7 @@ import zipfile
 from collections.abc import Callable
 from pathlib import Path
 
-import catalogue
-import figure_copies
-import gallery_format
-import zh_figures
-import zh_style
+from attnscale_tools import ROOT, catalogue, figure_copies, gallery_format, zh_figures, zh_style
 
 from .glossary import glossary, glossary_page, plain_words, write_jieba_dictionary
 from .sources import (
@@ -23,7 +19,6 @@ from .sources import (
     I18N,
     LANG,
     PAGES,
-    ROOT,
     SCRIPTS,
     Translation,
     TranslationError,

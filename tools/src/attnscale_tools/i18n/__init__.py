@@ -15,12 +15,12 @@ translated in ``i18n/zh/examples/02_softmax/plot_01_shift_vs_scale.md``, ``docs/
   exactly as the English page shows it.
 
 Result tables, printed output and code comments are translated through the catalogue
-(``tools/catalogue.py``).
+(``attnscale_tools.catalogue``).
 
 A block or page whose English changed since it was translated is *stale*; ``todo`` after the
-hash marks a block not yet translated. ``python tools/i18n check`` lists both, and
-``python tools/i18n skeleton SOURCE...`` writes or refreshes translation files, keeping every
-entry that is still curre
+hash marks a block not yet translated. ``python -m attnscale_tools.i18n check`` lists both,
+and ``python -m attnscale_tools.i18n skeleton SOURCE...`` writes or refreshes translation
+files, keeping every entry that is still current.
 
 The package has one module per job: ``sources`` (the translation files, against their English
 sources), ``tree`` (the zh docs tree the second MkDocs build renders), ``glossary`` (the term

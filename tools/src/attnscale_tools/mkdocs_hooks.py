@@ -13,8 +13,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))  # the build's other modules
-import gallery_format  # (MkDocs puts this folder on the path only while it loads the hooks)
+# MkDocs loads this file by its path, as a module of its own: the build's other modules come
+# from the installed package (pip install -e ./tools)
+from attnscale_tools import ROOT, gallery_format
 
 _TITLE = re.compile(r"^# .*$", re.M)
 
@@ -39,6 +40,8 @@ _BOX = {
         "运行这个示例",
         "运行方法：在本仓库的克隆中用 `{install}` 安装 attnscale 及其指南包（见[快速上手]({start})），"
         "然后下载 [`{stem}.py`](./{stem}.py) 或 [`{stem}.ipynb`](./{stem}.ipynb)，直接运行即可。"
+        "下载的脚本中说明文字、注释和文档字符串是中文，代码与英文版相同；"
+        "它运行时打印的文字和图中的文字是英文，本页的输出和图是译成中文的。"
         "它需要 `attnscale` 以及 {packages}；在构建本页的 CPU（{cores} 个逻辑核）上运行了{seconds}。",
     ),
 }
@@ -57,14 +60,13 @@ def _language(config: Any) -> str:
 
 def on_config(config: Any, **_: Any) -> Any:
     """The English build keeps a copy of each gallery figure, for the Chinese edition to redraw
-    with Chinese text (tools/zh_figures.py)."""
+    with Chinese text (zh_figures)."""
     _written_nav.clear()
     _written_nav.append(copy.deepcopy(config["nav"]))
     if _language(config) == "zh":  # the heading anchors' tooltip; the theme does not set it
         config["mdx_configs"].setdefault("toc", {})["permalink_title"] = "永久链接"
     if _language(config) == "en":
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        import zh_figures
+        from attnscale_tools import zh_figures
 
         zh_figures.install_keeper()
     return config
@@ -79,10 +81,10 @@ def on_pre_build(config: Any, **_: Any) -> None:
     of its own (the index page and every example again, under the index's title), which put a
     second "Guide" and every section twice under "Guide"; mkdocs.yml lists each page itself.
     Then (English build) a card for each example without a figure, over the gallery's
-    placeholder logo (tools/cards.py; the Chinese edition copies the cards)."""
+    placeholder logo (cards; the Chinese edition copies the cards)."""
     config["nav"] = _written_nav[0]
     if _language(config) == "en":
-        import cards
+        from attnscale_tools import cards
 
         cards.draw_missing(Path(config["docs_dir"]) / "generated")
 
@@ -228,9 +230,8 @@ def _running_box(markdown: str, page: Any, lang: str) -> str:
     return markdown[: title.end()] + box + markdown[title.end() :]
 
 
-_CHECKOUT = Path(__file__).resolve().parent.parent
 #: This repository's two distributions, by import name: the library and the guide's site code.
-SOURCES = {"attnscale": _CHECKOUT / "src", "guide": _CHECKOUT / "guide" / "src"}
+SOURCES = {"attnscale": ROOT / "src", "guide": ROOT / "guide" / "src"}
 #: The name a reader installs the guide's package by.
 GUIDE_DISTRIBUTION = "attnscale-guide"
 

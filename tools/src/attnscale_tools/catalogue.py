@@ -1,6 +1,6 @@
 """Generated text in Chinese: the cells of result tables, the lines examples print, the
-comments of their code, and the text of their figures (tools/figure_copies.py, redrawn by
-tools/zh_figures.py).
+comments of their code, and the text of their figures (figure_copies, redrawn by
+zh_figures).
 
 The examples run once, in English; their tables and printed output hold numbers of that run. The
 Chinese edition translates them by *shape*: a text with every number replaced by ``{}``.
@@ -19,10 +19,10 @@ Only texts with English words need an entry: a cell that holds numbers, formulas
 names of models (``arXiv:1706.03762``, ``layers.0.self_attn``, ``GPT-2``) is shown as it is. An
 entry whose Chinese is its English keeps a text in English on purpose (a printed source line).
 
-``python tools/catalogue.py missing`` lists the shapes on the generated pages that have no entry,
-and the entries no page shows any more;
-``python tools/catalogue.py skeleton`` adds them, empty, to the file of the page they first
-appear on.
+``python -m attnscale_tools.catalogue missing`` lists the shapes on the generated pages that
+have no entry, and the entries no page shows any more;
+``python -m attnscale_tools.catalogue skeleton`` adds them, empty, to the file of the page they
+first appear on.
 """
 
 from __future__ import annotations
@@ -38,10 +38,8 @@ import unicodedata
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import figure_copies
-import gallery_format
+from attnscale_tools import ROOT, figure_copies, gallery_format
 
-ROOT = Path(__file__).resolve().parent.parent
 CATALOGUE = ROOT / "i18n" / "zh" / "catalogue"
 GENERATED = ROOT / "docs" / "generated"
 

@@ -1,6 +1,6 @@
 """Test vectors for the explorer's JavaScript (docs/assets/explorer.js), written by the library.
 
-``python tools/explorer_vectors.py`` (run by ``nox -s docs``) writes ``build/explorer/vectors.json``:
+``python -m attnscale_tools.explorer_vectors`` (run by ``nox -s docs``) writes ``build/explorer/vectors.json``:
 rows of logits with what ``attnscale`` computes for each (softmax, entropy, largest probability,
 Jacobian norm), sets of rows with their saturated fraction, and settings of the sliders with the
 spread of the softmax input. The browser test (tests/site/test_explorer.py) runs the page's
@@ -19,8 +19,8 @@ from typing import Any
 import torch
 
 import attnscale
+from attnscale_tools import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "build" / "explorer" / "vectors.json"
 
 

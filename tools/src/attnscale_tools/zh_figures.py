@@ -3,7 +3,7 @@
 The English build runs every example once. While it saves a gallery figure, the MkDocs hook keeps
 a pickled copy of the figure (``keep``) under ``build/figures/``. The Chinese assembly loads each
 copy, puts every English text of it (title, axis labels, legend, tick labels, notes) through the
-catalogue (``tools/catalogue.py``), as it does for tables and printed output, and saves it over
+catalogue (``catalogue``), as it does for tables and printed output, and saves it over
 the Chinese page's copy of the image, in a CJK font from the system's fonts (Debian's
 ``fonts-noto-cjk``). The data are the English run's: nothing is computed twice.
 """
@@ -19,9 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import catalogue
-import figure_copies
-import gallery_format
+from attnscale_tools import catalogue, figure_copies, gallery_format
 
 #: The font the Chinese text is drawn in, after the style's own font for Latin text.
 CJK_FONT = "Noto Sans CJK SC"

@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from attnscale_tools import ROOT
+
 COPIES = ROOT / "build" / "figures"
 
 
