@@ -262,6 +262,8 @@ def dist(session: nox.Session) -> None:
         if Path(w).name.startswith("attnscale_guide")
     ]
     session.install("--no-deps", *guide)
+    # the tests of the build import its package (no dependencies; never released)
+    session.install("--no-deps", "-e", str(TOOLS))
     # from a folder outside the clone: `import attnscale` must find the installed wheel
     installed = session.run(
         "python", "-c", "import attnscale; print(attnscale.__file__)", silent=True
