@@ -5,7 +5,11 @@ hides which module owns a piece."""
 from __future__ import annotations
 
 import ast
+import runpy
+import shutil
 from pathlib import Path
+
+import pytest
 
 PACKAGE = Path(__file__).parents[1] / "tools" / "src" / "attnscale_tools"
 
@@ -80,3 +84,17 @@ def test_no_module_in_tools_imports_itself_back() -> None:
     assert not found, "import cycles in attnscale_tools: " + "; ".join(
         " -> ".join(c) for c in found
     )
+
+
+def test_the_package_finds_the_clone_it_is_installed_from(tmp_path: Path) -> None:
+    """``attnscale_tools.ROOT`` is this clone (the package is installed editable from it); a copy
+    of the package outside a clone refuses to import, naming the install command."""
+    import attnscale_tools
+
+    clone = PACKAGE.parents[2].resolve()
+    assert clone == attnscale_tools.ROOT
+    copy = tmp_path / "site-packages" / "attnscale_tools" / "__init__.py"
+    copy.parent.mkdir(parents=True)
+    shutil.copy2(PACKAGE / "__init__.py", copy)
+    with pytest.raises(ImportError, match=r"pip install -e \./tools"):
+        runpy.run_path(str(copy))
