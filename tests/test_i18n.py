@@ -70,9 +70,20 @@ def test_missing_and_untranslated_entries_are_reported(tmp_path, monkeypatch):
     assert sources.problems()[0][1:3] == ("todo", 2)
 
 
+def _without_docstrings(module: ast.Module) -> ast.Module:
+    """The code with the text of its string-only statements (docstrings, translated) left
+    out: what runs."""
+    for node in ast.walk(module):
+        value = node.value if isinstance(node, ast.Expr) else None
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            value.value = ""
+    return module
+
+
 @pytest.mark.parametrize("source", sources.SCRIPTS)
 def test_chinese_download_runs_the_english_code(source: str, tmp_path: Path) -> None:
-    """The Chinese .py differs from the English one in its prose and comments only: same code."""
+    """The Chinese .py differs from the English one in its prose, comments and docstrings
+    only: same code."""
     if sources.problems():
         pytest.skip("translations incomplete (see test_every_translation_is_present_and_current)")
     tr = sources.Translation.load(sources.translation_path(source))
@@ -81,7 +92,10 @@ def test_chinese_download_runs_the_english_code(source: str, tmp_path: Path) -> 
         tree.chinese_script(source, tr), catalogue.load(), lambda key: None
     )
     english = (ROOT / source).read_text()
-    code = [ast.dump(ast.Module(ast.parse(t).body[1:], [])) for t in (english, chinese)]
+    code = [
+        ast.dump(_without_docstrings(ast.Module(ast.parse(t).body[1:], [])))
+        for t in (english, chinese)
+    ]
     assert code[0] == code[1]
     copy = tmp_path / Path(source).name
     copy.write_text(chinese)
@@ -427,6 +441,45 @@ def test_code_comments_go_through_the_catalogue() -> None:
     assert ast.dump(ast.parse(out)) == ast.dump(ast.parse(code))
 
 
+def test_docstrings_go_through_the_catalogue() -> None:
+    """A docstring (a string-only statement) is one text, its whitespace runs one space; its
+    Chinese keeps the quotes and the first line's indentation, re-wrapped within 88 columns
+    (triple quotes where one line will not do), and the code still parses the same. f-strings,
+    strings inside code and a script's module docstring (its page's text) are left alone."""
+    code = (
+        '"""A gallery script\'s text."""\n'
+        "def f(x):\n"
+        '    """Scale the scores by 1/sqrt(d), as the\n'
+        '    paper does."""\n'
+        '    y = f"{x} an f-string"\n'
+        "    r'Per row: the bare string between statements.'\n"
+        '    return ("not", "documentation")  # the scale\n'
+        "class A:\n"
+        '    """Not in the catalogue."""\n'
+    )
+    assert [d[4] for d in catalogue.docstrings(code)] == [
+        "Scale the scores by 1/sqrt(d), as the paper does.",
+        "Per row: the bare string between statements.",
+        "Not in the catalogue.",
+    ]
+    table = {
+        "Scale the scores by {}/sqrt(d), as the paper does.": "按论文的做法，把分数乘以 {}/sqrt(d)。",
+        "Per row: the bare string between statements.": "每一行：" + "语句之间的字符串，" * 8,
+        "the scale": "缩放",
+    }
+    missing: list[str] = []
+    out = catalogue.translate_code(code, table, missing.append).split("\n")
+    assert out[2] == '    """按论文的做法，把分数乘以 1/sqrt(d)。"""'
+    assert out[4].startswith("    r'''每一行：") and out[5].startswith("    ")
+    assert out[5].endswith("'''") and out[6].endswith("# 缩放")
+    assert all(catalogue._width(line) <= 88 for line in out)
+    assert missing == ["Not in the catalogue."]
+    translated = ast.parse("\n".join(out))
+    assert ast.dump(_without_docstrings(translated)) == ast.dump(
+        _without_docstrings(ast.parse(code))
+    )
+
+
 def test_formulas_in_html_attributes_are_left_alone() -> None:
     card = '<div class="card" tooltip="除以温度 $T$，softmax 变尖。">$x$。</div>'
     assert zh_style.bind_formulas(card) == card.replace(
@@ -768,3 +821,92 @@ def test_the_term_notes_list_terms_only() -> None:
         if re.search(rf"(^|、){word}（", listed)
     ]
     assert not found, found[:10]
+
+
+# --- code on the Chinese pages and in their downloads --------------------------------------------
+
+#: A fenced code block of a Markdown page (indented inside an admonition or a list, too).
+_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<lang>[^\n`]*)\n(?P<code>.*?)^(?P=indent)```", re.S | re.M
+)
+_SHELL_COMMENT = re.compile(r"(?:^|\s)#(?!!)\s*(.*)$", re.M)
+
+
+def _english_in_python(code: str, script: bool = False) -> list[str]:
+    """The comments and documentation strings (string-only statements: docstrings) of some
+    Python code that have English words; ``script``: a whole gallery script, whose module
+    docstring and text cells are its prose (translated as blocks, not here)."""
+    tree_ = ast.parse(code)  # the translated code is still Python
+    strings = [
+        node.value.value
+        for node in ast.walk(tree_)
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+        and not (script and node is tree_.body[0])
+    ]
+    texts = strings + [text for *_, text in catalogue.comments(code)]
+    return [" ".join(t.split()) for t in texts if _english(t)]
+
+
+_CJK = re.compile(r"[\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
+def _english(text: str) -> bool:
+    """A text in English: English words, no Chinese, and not kept in English on purpose (a
+    catalogue entry whose Chinese is its English: a shape comment, ``(rows, n)``)."""
+    key = catalogue.shape(" ".join(text.split()))[0]
+    kept = _KEPT_IN_ENGLISH.get(key) == key
+    return bool(catalogue.english_words(text)) and not _CJK.search(text) and not kept
+
+
+_KEPT_IN_ENGLISH = catalogue.load()
+
+
+def _english_in_fences(markdown: str) -> list[str]:
+    found = []
+    for m in _FENCE.finditer(markdown):
+        lang = m["lang"].strip(" {}.").split()[0] if m["lang"].strip(" {}.") else ""
+        code = "\n".join(line.removeprefix(m["indent"]) for line in m["code"].split("\n"))
+        if lang in ("python", "py"):
+            found += _english_in_python(code)
+        elif lang in ("bash", "sh", "shell", "console"):
+            found += [t for t in _SHELL_COMMENT.findall(code) if _english(t)]
+    return found
+
+
+def _ignore(key: str) -> None:
+    """A text with no catalogue entry: it stays English, which the caller looks for."""
+
+
+def _english_code_text() -> list[str]:
+    """English comments and docstrings in the code a Chinese reader sees: each example page's
+    code cells as the build translates them, the code blocks of the translation files (the home
+    page's, the prose's), and the downloadable scripts."""
+    texts = catalogue.load()
+    found = [  # the code cells (the prose's code blocks are the translation files')
+        f"{page.relative_to(catalogue.GENERATED).as_posix()}: {text}"
+        for page in catalogue._pages()
+        for cell in gallery_format.CODE_BLOCK.finditer(
+            catalogue.translate(page.read_text(), texts, _ignore)
+        )
+        for text in _english_in_python(cell[2])
+    ]
+    for path in FILES:
+        found += [f"{path.relative_to(ROOT)}: {t}" for t in _english_in_fences(path.read_text())]
+    for source in sources.SCRIPTS:
+        tr = sources.Translation.load(sources.translation_path(source))
+        script = catalogue.translate_code(tree.chinese_script(source, tr), texts, _ignore)
+        found += [f"{source} (download): {t}" for t in _english_in_python(script, script=True)]
+    return found
+
+
+def test_code_on_the_chinese_pages_speaks_chinese() -> None:
+    """No English comment or docstring in the code of a Chinese page or download (the code
+    itself, names and the words the field keeps in English aside)."""
+    if not catalogue.GENERATED.exists():
+        pytest.skip("the English build has not run (nox -s docs)")
+    if sources.problems():
+        pytest.skip("translations incomplete (see test_every_translation_is_present_and_current)")
+    found = _english_code_text()
+    assert not found, f"{len(found)} English texts in Chinese code:\n" + "\n".join(found)

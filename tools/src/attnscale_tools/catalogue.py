@@ -216,10 +216,98 @@ def comments(code: str) -> list[tuple[int, int, int, str]]:
     return found
 
 
+#: The widest line of a code cell: the page's code box at a 1280-px-wide window (a CJK
+#: character takes two columns).
+CODE_WIDTH = 88
+
+
+def docstrings(code: str) -> list[tuple[int, int, int, int, str]]:
+    """The documentation strings of some Python code: string-only statements (the docstrings
+    of functions and classes, a bare string between statements), as (first line, its column,
+    last line, the column after it, text with its whitespace runs as one space). f-strings and
+    bytes are code. A string on line 1 at column 0 is a whole script's module docstring: its
+    gallery page's text, translated as a block (as the text cells ``comments`` leaves out)."""
+    found: list[tuple[int, int, int, int, str]] = []
+    try:
+        tokens = [
+            t
+            for t in tokenize.generate_tokens(io.StringIO(code).readline)
+            if t.type not in (tokenize.NL, tokenize.COMMENT)
+        ]
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return found
+    starts = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT)
+    for before, tok, after in zip([None, *tokens], tokens, [*tokens[1:], None], strict=False):
+        if tok.type != tokenize.STRING or set(_prefix(tok.string).lower()) & {"f", "b"}:
+            continue
+        alone = (before is None or before.type in starts) and (
+            after is None or after.type in (tokenize.NEWLINE, tokenize.ENDMARKER)
+        )
+        if alone and tok.start != (1, 0):
+            text = " ".join(ast.literal_eval(tok.string).split())
+            found.append((*tok.start, *tok.end, text))
+    return found
+
+
+def _prefix(literal: str) -> str:
+    return re.match(r"[A-Za-z]*", literal)[0]  # type: ignore[index]
+
+
+def _docstring_lines(lines: list[str], zh: str, where: tuple[int, int, int, int]) -> None:
+    """Replace a docstring's text (at ``where``, as ``docstrings`` gives it) with ``zh``: the
+    same prefix and quotes (triple ones where it takes more than a line), wrapped within
+    CODE_WIDTH, its further lines at the indentation of its first."""
+    first, col, last, end = where
+    head, tail = lines[first - 1][:col], lines[last - 1][end:]
+    joined = "\n".join(lines[first - 1 : last])
+    literal = joined[col : len(joined) - len(tail)]
+    prefix = _prefix(literal)
+    quote = literal[len(prefix) : len(prefix) + 3]
+    quote = quote if quote in ('"""', "'''") else quote[0]
+    body = zh if "r" in prefix.lower() else zh.replace("\\", "\\\\")
+    indent = " " * (len(head) - len(head.lstrip()))
+    for q in dict.fromkeys([quote, quote[0] * 3]):
+        # room for the closing quotes, and for a full-width mark wrap() lets hang past the width
+        text = wrap(body, head + prefix + q, indent, CODE_WIDTH - len(q) - 2 - _width(tail))
+        if "\n" not in text or len(q) == 3:
+            break
+    new = text[len(head) :] + q
+    try:
+        same = "".join(ast.literal_eval(new).split()) == "".join(zh.split())
+    except (SyntaxError, ValueError):
+        same = False
+    if not same:
+        raise ValueError(f"the translation {zh!r} makes no string literal as {literal!r}")
+    lines[first - 1 : last] = (head + new + tail).split("\n")
+
+
+def _comment_lines(lines: list[str], zh: str, where: tuple[int, int, int]) -> None:
+    """Replace a comment (at ``where``, as ``comments`` gives it) with ``zh``."""
+    first, last, col = where
+    if col < 0:  # after code: the comment's text replaced in place
+        at = -col - 1
+        lines[first - 1] = lines[first - 1][:at] + "# " + zh
+    else:
+        # a block re-wrapped as wide as the English one was (at least 40 columns of text)
+        pad = " " * col + "# "
+        width = max(max(_width(x) for x in lines[first - 1 : last]), col + 40)
+        lines[first - 1 : last] = wrap(zh, pad, pad, width).split("\n")
+
+
 def translate_code(code: str, catalogue: dict[str, str], missing: Callable[[str], None]) -> str:
-    """The code with its English comments in Chinese; the code itself untouched."""
+    """The code with its English comments and docstrings in Chinese; the code itself
+    untouched."""
     lines = code.split("\n")
-    for first, last, col, text in reversed(comments(code)):
+    edits: list[tuple[tuple[int, int], str, Callable[[list[str], str], None]]] = [
+        ((first, abs(col)), text, functools.partial(_comment_lines, where=(first, last, col)))
+        for first, last, col, text in comments(code)
+    ]
+    edits += [
+        ((first, col), text, functools.partial(_docstring_lines, where=(first, col, last, end)))
+        for first, col, last, end, text in docstrings(code)
+    ]
+    # from the end back, so that a text re-wrapped to more or fewer lines moves none still to do
+    for _, text, edit in sorted(edits, key=lambda e: e[0], reverse=True):
         if not english_words(text):
             continue
         key, numbers = shape(text)
@@ -227,15 +315,7 @@ def translate_code(code: str, catalogue: dict[str, str], missing: Callable[[str]
         if not zh:
             missing(key)
             continue
-        zh = fill(zh, numbers)
-        if col < 0:  # after code: the comment's text replaced in place
-            at = -col - 1
-            lines[first - 1] = lines[first - 1][:at] + "# " + zh
-        else:
-            # a block re-wrapped as wide as the English one was (at least 40 columns of text)
-            pad = " " * col + "# "
-            width = max(max(_width(x) for x in lines[first - 1 : last]), col + 40)
-            lines[first - 1 : last] = wrap(zh, pad, pad, width).split("\n")
+        edit(lines, fill(zh, numbers))
     return "\n".join(lines)
 
 
@@ -246,6 +326,7 @@ def texts(markdown: str) -> list[str]:
         found += [text for _, text, _ in _units(m[2])]
     for m in gallery_format.CODE_BLOCK.finditer(markdown):
         found += [text for *_, text in comments(m[2])]
+        found += [text for *_, text in docstrings(m[2])]
     return [t for t in found if english_words(t)]
 
 
