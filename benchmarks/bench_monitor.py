@@ -347,3 +347,38 @@ for name, least_reads in LEAST_READS.items():
         + ("is out of reach" if floor_low + share > FORWARD_TARGET else "is not ruled out")
         + " for this design on this machine"
     )
+
+
+# -- what changing torch's thread count costs the model ---------------------------------------
+# The monitor used to read every call on one thread (set_num_threads(1), then back): torch then
+# clears oneDNN's cache and resizes its thread pools, and the model's next operations run
+# slower, a cost outside the statistics' own time. It now keeps the model's thread count for a
+# sample under torch's grain size (the default), where every operation runs on one thread anyway.
+if torch.get_num_threads() > 1:
+    model, call = CASES["gpt2-small, eager"]()
+    model.eval()
+    threads = torch.get_num_threads()
+    toggling = [False]
+
+    def toggle(*_: object) -> None:
+        if toggling[0]:
+            torch.set_num_threads(1)
+            torch.set_num_threads(threads)
+
+    for block in model.h:  # type: ignore[union-attr]
+        block.attn.register_forward_hook(toggle)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    with torch.no_grad():
+        for i in range(PAIRS + WARMUP):
+            for on in (False, True) if i % 2 == 0 else (True, False):
+                toggling[0] = on
+                t0 = time.perf_counter()
+                call()
+                if i >= WARMUP:
+                    times[on].append(time.perf_counter() - t0)
+    ratios = [t / p for t, p in zip(times[True], times[False], strict=True)]
+    low, high = median_interval(ratios)
+    print(
+        f"\ngpt2-small, eager, no monitor: one thread-count change and back per layer costs the "
+        f"forward pass {statistics.median(ratios):.3f}x (95% CI {low:.3f}-{high:.3f})"
+    )

@@ -83,6 +83,9 @@ __all__ = ["Capture"]
 _BADDBMM = {torch.baddbmm, torch._C.TensorBase.baddbmm}
 #: the fewest query rows a call's statistics use, however large its heads and keys
 MIN_ROWS = 8
+#: torch's ``at::internal::GRAIN_SIZE``: element-wise operations and reductions over fewer
+#: elements run on the calling thread, whatever the thread count
+PARALLEL_GRAIN = 32768
 
 
 class Capture(TorchFunctionMode):
@@ -96,7 +99,7 @@ class Capture(TorchFunctionMode):
         sample_batch: int,
         all_rows: bool = False,
         max_query_rows: int,
-        max_sampled_logits: int = 2**16,
+        max_sampled_logits: int = 2**15,
         mask_value: float,
         saturation: float,
     ) -> None:
@@ -331,16 +334,13 @@ class Capture(TorchFunctionMode):
     @staticmethod
     @contextlib.contextmanager
     def _own_work() -> Iterator[None]:
-        """Run the monitor's own computations unseen and on one CPU thread.
+        """Run the monitor's own computations unseen, and restore the model's thread count.
 
         Unseen: no mode (this one's or another monitor's) intercepts them.
         Outside autocast: an fp16 autocast around the model must not make the monitor's
         float32 recomputation overflow.
-        One thread: the statistics are many small operations on a sampled
-        tensor; with several intra-op threads each is a parallel region, and
-        on a busy machine every region can stall for a scheduler time slice
-        (measured: ~0.4 s per call with 2 threads against ~0.02 s with 1).
-        The count is restored before the model continues.
+        Threads: ``size_sample`` goes down to one thread for a sample large enough to open
+        parallel regions; the count is restored here before the model continues.
         """
         threads = torch.get_num_threads()
         try:
@@ -351,8 +351,6 @@ class Capture(TorchFunctionMode):
                 # in the one an autocast region around the model would pick.
                 for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
                     stack.enter_context(torch.autocast(device, enabled=False))
-                if threads > 1:
-                    torch.set_num_threads(1)
                 yield
         finally:
             if torch.get_num_threads() != threads:
@@ -596,6 +594,14 @@ class Capture(TorchFunctionMode):
             per_row *= min(shape[0], self.sample_batch) * math.prod(shape[1:-2])
         fit = self.max_sampled_logits // max(per_row, 1)
         self.rows = max(MIN_ROWS, min(self.max_query_rows, fit))
+        # The statistics are many small operations on the sample. Below torch's grain size
+        # each runs on one thread anyway; above it each is a parallel region, and on a busy
+        # machine every region can stall for a scheduler time slice (measured: ~0.4 s per
+        # call with 2 threads against ~0.02 s with 1). Changing the thread count is not free
+        # either (torch clears oneDNN's cache and resizes its thread pools, and the model's
+        # next operations run slower): so only for a sample that large.
+        if self.rows * per_row >= PARALLEL_GRAIN and torch.get_num_threads() > 1:
+            torch.set_num_threads(1)
 
     def row_index(self, n: int) -> torch.Tensor:
         step = math.ceil(n / self.rows) if n > self.rows else 1
@@ -678,11 +684,13 @@ class Capture(TorchFunctionMode):
         if not self.all_rows or call.heads is None:
             return None
         own = torch.get_num_threads()
-        torch.set_num_threads(self.model_threads)
+        if own != self.model_threads:
+            torch.set_num_threads(self.model_threads)
         try:
             return call.heads().to_dict()  # type: ignore[no-any-return]
         finally:
-            torch.set_num_threads(own)
+            if torch.get_num_threads() != own:
+                torch.set_num_threads(own)
 
     def watch_gradient(
         self,
