@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import html.parser
 import re
+import unicodedata
 from pathlib import Path
 
 import numpy as np
@@ -910,3 +911,31 @@ def test_code_on_the_chinese_pages_speaks_chinese() -> None:
         pytest.skip("translations incomplete (see test_every_translation_is_present_and_current)")
     found = _english_code_text()
     assert not found, f"{len(found)} English texts in Chinese code:\n" + "\n".join(found)
+
+
+def _columns(line: str) -> int:
+    """A line's width on screen: a wide (CJK) character takes two columns."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in line)
+
+
+def test_chinese_code_cells_fit_the_page() -> None:
+    """The Chinese code cells, comments and docstrings translated, fit the 88 columns the
+    English ones do (test_gallery_format.test_code_cells_fit_the_page), a Chinese character
+    counted as two: a longer line scrolls sideways in its box."""
+    if not catalogue.GENERATED.exists():
+        pytest.skip("the English build has not run (nox -s docs)")
+    texts = catalogue.load()
+    long = [
+        f"{page.relative_to(catalogue.GENERATED).as_posix()}: {_columns(line)} columns: {line}"
+        for page in catalogue._pages()
+        for cell in gallery_format.CODE_BLOCK.finditer(
+            catalogue.translate(page.read_text(), texts, _ignore)
+        )
+        for line in cell[2].splitlines()
+        if _columns(line) > 88
+    ]
+    assert not long, "\n".join(long)
+
+
+def test_columns_count_chinese_as_two() -> None:
+    assert _columns("ab") == 2 and _columns("中文") == 4 and _columns("x = 1  # 注释") == 13
