@@ -939,3 +939,15 @@ def test_chinese_code_cells_fit_the_page() -> None:
 
 def test_columns_count_chinese_as_two() -> None:
     assert _columns("ab") == 2 and _columns("中文") == 4 and _columns("x = 1  # 注释") == 13
+
+
+def test_links_to_the_english_reference_say_so() -> None:
+    """The API reference exists in English only: a link to it from a Chinese page says so
+    right after it, as the nav's "API 参考（英文）" does."""
+    unmarked = [
+        f"{path.relative_to(sources.I18N)}: {m[0]}"
+        for path in sorted(sources.I18N.rglob("*.md"))
+        for m in re.finditer(r"\[[^\]]*\]\((?:\.\./)*reference/[^)]*\)(.{0,3})", path.read_text())
+        if not m[1].startswith("（英文")
+    ]
+    assert not unmarked, "\n".join(unmarked)
