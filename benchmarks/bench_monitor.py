@@ -353,7 +353,7 @@ for name, least_reads in LEAST_READS.items():
 # The monitor used to read every call on one thread (set_num_threads(1), then back): torch then
 # clears oneDNN's cache and resizes its thread pools, and the model's next operations run
 # slower, a cost outside the statistics' own time. It now keeps the model's thread count for a
-# sample under torch's grain size (the default), where every operation runs on one thread anyway.
+# sample under torch's grain size, where every operation runs on one thread anyway.
 if torch.get_num_threads() > 1:
     model, call = CASES["gpt2-small, eager"]()
     model.eval()

@@ -99,7 +99,7 @@ class Capture(TorchFunctionMode):
         sample_batch: int,
         all_rows: bool = False,
         max_query_rows: int,
-        max_sampled_logits: int = 2**15,
+        max_sampled_logits: int = 2**16,
         mask_value: float,
         saturation: float,
     ) -> None:
@@ -598,8 +598,8 @@ class Capture(TorchFunctionMode):
         # each runs on one thread anyway; above it each is a parallel region, and on a busy
         # machine every region can stall for a scheduler time slice (measured: ~0.4 s per
         # call with 2 threads against ~0.02 s with 1). Changing the thread count is not free
-        # either (torch clears oneDNN's cache and resizes its thread pools, and the model's
-        # next operations run slower): so only for a sample that large.
+        # either (torch clears oneDNN's cache and resizes its thread pools): only for a
+        # sample that large.
         if self.rows * per_row >= PARALLEL_GRAIN and torch.get_num_threads() > 1:
             torch.set_num_threads(1)
 

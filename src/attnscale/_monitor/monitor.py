@@ -132,10 +132,7 @@ class AttentionMonitor:
     max_sampled_logits : int
         ... fewer rows, down to 8, where ``max_query_rows`` of them would hold more than
         this many logits (sampled batch x heads x rows x keys): the cost of the statistics
-        per call stays bounded for many heads and long sequences. The default, 2**15, is
-        torch's grain size: a sample that small runs every operation on the model's thread,
-        and the monitor need not change torch's thread count around it (a sample larger than
-        that is read on one thread, and changing the count slows the model's next operations).
+        per call stays bounded for many heads and long sequences.
     every : int
         Over a training run: measure only every ``every``-th step. On the others the monitor
         intercepts nothing (its torch-function mode is off the stack); only the module hooks
@@ -211,7 +208,7 @@ class AttentionMonitor:
         all_rows: bool = False,
         sample_batch: int = 2,
         max_query_rows: int = 64,
-        max_sampled_logits: int = 2**15,
+        max_sampled_logits: int = 2**16,
         every: int = 1,
         history: int | None = None,
         optimizer: torch.optim.Optimizer | None = None,
