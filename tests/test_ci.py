@@ -130,3 +130,24 @@ def test_the_ignored_folders_exist() -> None:
     assert ignored == ["site", "downloads"]
     for folder in ignored:
         assert list((ROOT / "tests" / folder).glob("test_*.py")), folder
+
+
+def test_lint_and_pre_commit_run_one_ruff() -> None:
+    """nox -s lint installs the ruff release the pre-commit hook runs: an open range would
+    take a newer release, whose formatting fails a clean clone's lint the day it comes out."""
+    noxfile = (ROOT / "noxfile.py").read_text()
+    pre_commit = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    (rev,) = [r["rev"] for r in pre_commit["repos"] if r["repo"].endswith("ruff-pre-commit")]
+    assert re.findall(r'"ruff==([\d.]+)"', noxfile) == [rev.lstrip("v")]
+
+
+def test_dependabot_watches_every_manifest() -> None:
+    """Each pyproject.toml of the three distributions, and package.json, has its updates."""
+    config = yaml.safe_load((ROOT / ".github" / "dependabot.yml").read_text())
+    watched = {(u["package-ecosystem"], u["directory"].strip("/")) for u in config["updates"]}
+    manifests = (
+        {("pip", str(p.parent.relative_to(ROOT)).strip(".")) for p in ROOT.glob("*/pyproject.toml")}
+        | {("pip", "")}
+        | {("npm", "")}
+    )
+    assert manifests <= watched, sorted(manifests - watched)
