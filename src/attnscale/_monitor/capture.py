@@ -41,6 +41,7 @@ import dataclasses
 import functools
 import math
 import sys
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -140,8 +141,10 @@ class Capture(TorchFunctionMode):
         self.active = False
         self.lineages = Lineages(mask_value)
         self._recent: collections.deque[Product] = collections.deque(maxlen=4)
-        # products already measured at a softmax: an exp after their logsumexp is the same call
-        self._measured: collections.deque[Product] = collections.deque(maxlen=16)
+        # products already measured at a softmax: an exp after their logsumexp is the same call.
+        # Weak references: strong ones kept 16 layers' logits alive into the next layers, whose
+        # tensors then came from fresh memory pages (page faults), not from the ones they freed
+        self._measured: collections.deque[weakref.ref[Product]] = collections.deque(maxlen=16)
         self._param_ptrs: dict[int, set[int]] = {}
 
     # -- life cycle -------------------------------------------------------
@@ -478,9 +481,9 @@ class Capture(TorchFunctionMode):
         """The product a softmax input comes from and the scale read on the way: traced
         along its lineage, or else fitted against the latest product of its shape."""
         if lin is not None and lin.product is not None:
-            if func in EXP and any(p is lin.product for p in self._measured):
+            if func in EXP and any(p() is lin.product for p in self._measured):
                 return None  # exp(x - logsumexp(x)): measured at the logsumexp
-            self._measured.append(lin.product)
+            self._measured.append(weakref.ref(lin.product))
             return lin.product, _read_scale(lin, x)
         found = next((p for p in reversed(self._recent) if p.out.shape == x.shape), None)
         read = None if found is None else self._fit(x, found)
@@ -546,9 +549,9 @@ class Capture(TorchFunctionMode):
         keys: one row per query node, its edges as keys, padded with -inf."""
         product = lin.product
         assert product is not None
-        if lin.groups is None or func not in EXP or any(p is product for p in self._measured):
+        if lin.groups is None or func not in EXP or any(p() is product for p in self._measured):
             return None  # without the grouping there are no rows to read
-        self._measured.append(product)
+        self._measured.append(weakref.ref(product))
         scores = x.detach() if lin.row_shift is None else x.detach() + lin.row_shift
         dense = _by_query(scores, lin.groups)  # (1, heads, nodes, most edges per node)
         self.size_sample(dense.shape)
