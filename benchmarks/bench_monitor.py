@@ -46,6 +46,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -381,4 +382,43 @@ if torch.get_num_threads() > 1:
     print(
         f"\ngpt2-small, eager, no monitor: one thread-count change and back per layer costs the "
         f"forward pass {statistics.median(ratios):.3f}x (95% CI {low:.3f}-{high:.3f})"
+    )
+
+
+# -- memory pages: a monitor that keeps the model's tensors alive makes the model's next tensors
+# come from fresh pages (minor page faults, each a zeroed 4 KiB page), a cost outside the
+# statistics' own time; it should fault about as often as the plain model does.
+def minor_faults(run: Callable[[], object]) -> int:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    run()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def page_faults(name: str) -> dict[str, float]:
+    """Median minor page faults of one forward pass of ``name``, plain and in the monitor."""
+    model, call = CASES[name]()
+    model.eval()
+
+    def watched() -> None:
+        with torch.no_grad(), AttentionMonitor(model):
+            call()
+
+    def plain() -> None:
+        with torch.no_grad():
+            call()
+
+    for _ in range(WARMUP + 1):
+        plain()
+        watched()
+    return {
+        label: statistics.median(minor_faults(run) for _ in range(5))
+        for label, run in (("plain", plain), ("monitor", watched))
+    }
+
+
+for name in ("gpt2-small, eager", "gpt2-small, sdpa"):
+    faults = page_faults(name)
+    print(
+        f"{name}: minor page faults per forward pass, plain {faults['plain']:.0f}, "
+        f"in the monitor {faults['monitor']:.0f}"
     )
