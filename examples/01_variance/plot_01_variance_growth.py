@@ -100,8 +100,8 @@ fig.suptitle("Histograms of attention scores for four key dimensions")
 # share a standard normal puts there:
 
 print(
-    f"{'d_k':>5} {'raw min':>9} {'raw max':>9} {'raw std':>8} {'scaled min':>11} "
-    f"{'scaled max':>11} {'within ±3':>10} {'excess kurtosis':>16} {'6/d_k':>6}"
+    f"{'d_k':>5} {'raw min':>8} {'raw max':>8} {'raw std':>8} {'scaled min':>10} "
+    f"{'scaled max':>10} {'within ±3':>10} {'excess kurtosis':>15} {'6/d_k':>6}"
 )
 for d in HIST_DKS:
     r, s = raw[d], scaled[d]
@@ -109,9 +109,9 @@ for d in HIST_DKS:
     z = (s.double() - s.double().mean()) / s.double().std()
     kurtosis = z.pow(4).mean().item() - 3
     print(
-        f"{d:5d} {r.min().item():9.1f} {r.max().item():9.1f} {r.std().item():8.2f} "
-        f"{s.min().item():11.2f} {s.max().item():11.2f} {inside:10.2%} "
-        f"{kurtosis:16.3f} "
+        f"{d:5d} {r.min().item():8.1f} {r.max().item():8.1f} {r.std().item():8.2f} "
+        f"{s.min().item():10.2f} {s.max().item():10.2f} {inside:10.2%} "
+        f"{kurtosis:15.3f} "
         f"{6 / d:6.3f}"
     )
 print(f"a standard normal puts {math.erf(3 / math.sqrt(2)):.2%} of its mass within ±3")

@@ -21,6 +21,7 @@ import torch
 
 import attnscale
 from guide.figures import ordered_colour
+from guide.printing import fold
 from guide.style import use_style
 
 use_style()
@@ -81,10 +82,11 @@ h_short = attnscale.softmax_entropy(
 stderr = math.sqrt(h_brute.var() / h_brute.numel() + h_short.var() / h_short.numel())
 gap = (h_brute.mean() - h_short.mean()).item()
 print(
-    f"n = {CHECK_N}, d_k = {CHECK_DK}, unscaled: mean H/log n brute force "
-    f"{h_brute.mean():.4f},"
-    f" shortcut {h_short.mean():.4f}; difference = {gap / stderr:.2f} combined "
-    f"standard errors"
+    fold(
+        f"n = {CHECK_N}, d_k = {CHECK_DK}, unscaled: mean H/log n brute force "
+        f"{h_brute.mean():.4f}, shortcut {h_short.mean():.4f}; difference = "
+        f"{gap / stderr:.2f} combined standard errors"
+    )
 )
 
 # %%
@@ -206,8 +208,10 @@ for n in N_VALUES:
         )
 for n in N_VALUES:
     print(
-        f"n = {n:4d}: scaled theory H/log n = {theory[n, 'scaled'][0]:.3f};"
-        f" transition of the theory at d_k = 2 log n = {2 * math.log(n):.1f}"
+        fold(
+            f"n = {n:4d}: scaled theory H/log n = {theory[n, 'scaled'][0]:.3f};"
+            f" transition of the theory at d_k = 2 log n = {2 * math.log(n):.1f}"
+        )
     )
 
 # %%

@@ -57,6 +57,7 @@ import torch
 
 import attnscale
 from guide import figures, style
+from guide.printing import fold
 from guide.tables import Table
 
 style.use_style()
@@ -274,8 +275,11 @@ for sigma in SIGMAS:
         for k in ("fixed scale", "log-n scaling, SSMax", "YaRN, dynamic")
     )
     print(
-        f"sigma = {label(sigma)}: best key's weight at n = {LENGTHS[last]} / at n0: "
-        f"{ratios}"
+        fold(
+            f"sigma = {label(sigma)}: best key's weight at n = {LENGTHS[last]} / "
+            f"at n0: "
+            f"{ratios}"
+        )
     )
 for sigma in SIGMAS:
     below = [
@@ -283,8 +287,10 @@ for sigma in SIGMAS:
         for i in window
     ]
     print(
-        f"sigma = {label(sigma)}: inside the training window static YaRN's H/log n is "
-        f"{min(below):.3f} to {max(below):.3f} below dynamic YaRN's"
+        fold(
+            f"sigma = {label(sigma)}: inside the training window static YaRN's H/log n "
+            f"is {min(below):.3f} to {max(below):.3f} below dynamic YaRN's"
+        )
     )
 meet = all(
     entropy[sigma, "YaRN, static"][last] == entropy[sigma, "YaRN, dynamic"][last]

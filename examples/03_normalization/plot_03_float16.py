@@ -139,7 +139,7 @@ fig.legend(loc="outside lower center", ncols=2, fontsize=8)
 # %%
 print(f"tolerance on attention weights: {TOLERANCE}")
 print(
-    f"{'strategy':<32} {'g: error > tol':>14} {'max|l| there':>13} {'g: overflow':>12} "
+    f"{'strategy':<28} {'g: error > tol':>14} {'max|l| there':>13} {'g: overflow':>12} "
     f"{'max|l| @ g=100':>15}"
 )
 lost_at = []  # the largest logit where each strategy first passes the tolerance
@@ -152,10 +152,10 @@ for label in error:
     l_err = f"{max_logit[label][bad[0]]:.1f}" if bad.size else "-"
     g_ovf = f"{overflow[label]:.2f}" if label in overflow else "never"
     print(
-        f"{label:<32} {g_err:>14} {l_err:>13} {g_ovf:>12} {max_logit[label][-1]:15.1f}"
+        f"{label:<28} {g_err:>14} {l_err:>13} {g_ovf:>12} {max_logit[label][-1]:15.1f}"
     )
 print(
-    f"resolution lost at largest logits of {min(lost_at):.0f} to {max(lost_at):.0f}, "
+    f"resolution lost at largest logits {min(lost_at):.0f} to {max(lost_at):.0f}, "
     f"{FP16_MAX / max(lost_at):.0f} to {FP16_MAX / min(lost_at):.0f} times below the "
     f"float16 maximum"
 )

@@ -16,6 +16,7 @@ import torch
 
 import attnscale
 from guide import style
+from guide.printing import fold
 from guide.tables import Table
 
 style.use_style()
@@ -96,9 +97,11 @@ for (
     q1, q2, q3 = torch.quantile(ratios, torch.tensor([0.25, 0.5, 0.75])).tolist()
     measured[label] |= {"cost": q2, "cost_q1": q1, "cost_q3": q3}
 print(
-    f"timing shape: batch {TIME_BATCH}, length {TIME_LEN}, d_model {D_MODEL}, "
-    f"{NUM_HEADS} heads; inverse_sqrt takes {1e3 * median['inverse_sqrt']:.2f} ms "
-    f"(median of {REPEATS})"
+    fold(
+        f"timing shape: batch {TIME_BATCH}, length {TIME_LEN}, d_model {D_MODEL}, "
+        f"{NUM_HEADS} heads; inverse_sqrt takes {1e3 * median['inverse_sqrt']:.2f} ms "
+        f"(median of {REPEATS})"
+    )
 )
 print(
     f"timed on this machine: {os.cpu_count()} logical CPU cores, "

@@ -19,6 +19,7 @@ import attnscale
 from attnscale import plot_strategy_curves
 from guide import style
 from guide.figures import one_legend
+from guide.printing import fold
 
 style.use_style()
 
@@ -193,9 +194,11 @@ for i, d_k in enumerate(D_KS):
     print(f"{d_k:5d} | {std:>36} | {ent:>34}")
 growth = {n: results[n]["std"][-1] / results[n]["std"][0] for n in NAMES}
 print(
-    f"score std at d_k = {D_KS[-1]} over d_k = {D_KS[0]}: "
-    + ", ".join(f"{TEXT[n]} x{growth[n]:.2f}" for n in NAMES)
-    + f" (sqrt of the width ratio: x{math.sqrt(D_KS[-1] / D_KS[0]):.0f})"
+    fold(
+        f"score std at d_k = {D_KS[-1]} over d_k = {D_KS[0]}: "
+        + ", ".join(f"{TEXT[n]} x{growth[n]:.2f}" for n in NAMES)
+        + f" (sqrt of the width ratio: x{math.sqrt(D_KS[-1] / D_KS[0]):.0f})"
+    )
 )
 
 # %%
@@ -237,8 +240,12 @@ u_grid = torch.linspace(
 )  # E[tanh^2(u)], u ~ N(0, 2/3)
 density = torch.exp(-(u_grid**2) / (2 * 2 / 3)) / math.sqrt(2 * math.pi * 2 / 3)
 e_tanh2 = float((torch.tanh(u_grid) ** 2 * density).sum() * (u_grid[1] - u_grid[0]))
-print(f"predicted: Var(W_q q) = {1 / 3:.3f}, Var(u) = {2 / 3:.3f}, ", end="")
-print(f"overall score std = sqrt(E[tanh^2(u)] / 3) = {math.sqrt(e_tanh2 / 3):.3f}")
+print(
+    fold(
+        f"predicted: Var(W_q q) = {1 / 3:.3f}, Var(u) = {2 / 3:.3f}, "
+        f"overall score std = sqrt(E[tanh^2(u)] / 3) = {math.sqrt(e_tanh2 / 3):.3f}"
+    )
+)
 print(
     f"{'d_k':>5} {'Var(W_q q)':>11} {'Var(u)':>7} {'score std':>10} {'max |s|':>8} "
     f"{'|w_v|_1':>8} {'sqrt(h)/2':>10}"
@@ -298,11 +305,8 @@ print(
     f"timed on this machine: {os.cpu_count()} logical CPU cores, {THREADS} torch "
     f"thread(s)"
 )
-print(
-    f"{'d_k':>5} | {'multiply-adds: proj.':>20} {'w_v':>8} {'QK^T':>8} {'tanh':>8} | "
-    f"{'MB: add.':>8} {'dot':>5} | {'ms: add.':>8} {'proj.+dot':>9} {'dot':>6} | "
-    f"{'add./(proj.+dot)':>16}"
-)
+# counts and times as two tables: one is wider than the page's output box
+counts, times = [], []
 for i, d_k in enumerate(D_KS):
     h = d_k
     proj = h * BATCH * (Q_LEN * d_k + K_LEN * d_k)  # W_q q and W_k k
@@ -311,12 +315,24 @@ for i, d_k in enumerate(D_KS):
     t_add, t_proj, t_dot = (
         1e3 * results[n]["time"][i] for n in ("additive", "projected", "inverse_sqrt")
     )
-    print(
+    counts.append(
         f"{d_k:5d} | {proj:20.2e} {pairs * h:8.2e} {pairs * d_k:8.2e} {pairs * h:8.2e} "
-        f"| "
-        f"{mb_add:8.1f} {mb_dot:5.2f} | {t_add:8.2f} {t_proj:9.2f} {t_dot:6.2f} | "
-        f"{t_add / t_proj:16.1f}"
+        f"| {mb_add:8.1f} {mb_dot:5.2f}"
     )
+    times.append(
+        f"{d_k:5d} | {t_add:8.2f} {t_proj:9.2f} {t_dot:6.2f} | {t_add / t_proj:16.1f}"
+    )
+print(
+    f"{'d_k':>5} | {'multiply-adds: proj.':>20} {'w_v':>8} {'QK^T':>8} {'tanh':>8} | "
+    f"{'MB: add.':>8} {'dot':>5}"
+)
+print("\n".join(counts))
+print()
+print(
+    f"{'d_k':>5} | {'ms: add.':>8} {'proj.+dot':>9} {'dot':>6} | "
+    f"{'add./(proj.+dot)':>16}"
+)
+print("\n".join(times))
 
 # %%
 fig, ax = plt.subplots(figsize=(5.5, 3.4))

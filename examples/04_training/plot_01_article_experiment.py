@@ -18,6 +18,7 @@ import torch
 from attnscale import SimpleAttentionModel, plot_seed_bands
 from guide import experiments, factcheck, stored, style
 from guide.figures import one_legend
+from guide.printing import fold
 from guide.tables import Table
 
 style.use_style()
@@ -182,20 +183,26 @@ Table(
 lower = experiments.final_loss_gap(arrays)
 faster = experiments.speed_gap(arrays)
 print(
-    f"final loss, unscaled minus scaled: {lower.gap:+.5f} (95% interval "
-    f"{lower.low:+.5f} to "
-    f"{lower.high:+.5f}), {100 * lower.gap / lower.reference:.1f}% of the scaled "
-    f"model's excess "
-    f"loss ({lower.reference:.5f}), {100 * lower.gap / lower.scaled:.3f}% of its whole "
-    f"loss, "
-    f"{lower.seeds} seeds"
+    fold(
+        f"final loss, unscaled minus scaled: {lower.gap:+.5f} (95% interval "
+        f"{lower.low:+.5f} to "
+        f"{lower.high:+.5f}), {100 * lower.gap / lower.reference:.1f}% of the scaled "
+        f"model's excess "
+        f"loss ({lower.reference:.5f}), {100 * lower.gap / lower.scaled:.3f}% of its "
+        f"whole "
+        f"loss, "
+        f"{lower.seeds} seeds"
+    )
 )
+print()
 print(
-    f"epochs to within 1% of floor, unscaled minus scaled: {faster.gap:+.1f} (95% "
-    f"interval "
-    f"{faster.low:+.1f} to {faster.high:+.1f}), "
-    f"{100 * faster.gap / faster.scaled:.0f}% of "
-    f"{faster.scaled:.1f}, {faster.seeds} seeds where both get there"
+    fold(
+        f"epochs to within 1% of floor, unscaled minus scaled: {faster.gap:+.1f} (95% "
+        f"interval "
+        f"{faster.low:+.1f} to {faster.high:+.1f}), "
+        f"{100 * faster.gap / faster.scaled:.0f}% of "
+        f"{faster.scaled:.1f}, {faster.seeds} seeds where both get there"
+    )
 )
 print(
     f"seed spread (sd) of the final loss: scaled "
@@ -211,9 +218,12 @@ print(
 early = paired["difference"]  # (seeds, epochs)
 peak = int(np.argmax(early.mean(0)))
 print(
-    f"largest mean paired difference: {early.mean(0)[peak]:+.4f} at epoch {peak + 1} "
-    f"(seeds {early[:, peak].min():+.4f} to {early[:, peak].max():+.4f}); positive in "
-    f"{int((early[:, peak] > 0).sum())} of {early.shape[0]} seeds"
+    fold(
+        f"largest mean paired difference: {early.mean(0)[peak]:+.4f} at epoch "
+        f"{peak + 1} (seeds {early[:, peak].min():+.4f} to "
+        f"{early[:, peak].max():+.4f}); positive in "
+        f"{int((early[:, peak] > 0).sum())} of {early.shape[0]} seeds"
+    )
 )
 print(
     f"first epoch: mean {early[:, 0].mean():+.4f}, positive in "
@@ -267,8 +277,10 @@ above = [f"{lr:.2g}" for lr, g in zip(lrs, gaps, strict=True) if g.low > 0]
 below = [f"{lr:.2g}" for lr, g in zip(lrs, gaps, strict=True) if g.high < 0]
 largest = max(abs(g.gap / g.reference) for g in gaps)
 print(
-    f"learning rates where the unscaled model ends higher (interval above 0): "
-    f"{above or 'none'}"
+    fold(
+        f"learning rates where the unscaled model ends higher (interval above 0): "
+        f"{above or 'none'}"
+    )
 )
 print(f"learning rates where it ends lower (interval below 0): {below or 'none'}")
 print(f"largest paired gap over the sweep: {100 * largest:.1f}% of the excess loss")
@@ -295,8 +307,10 @@ for what, (mean, low, high) in (
 ):
     word = "larger" if low > 1 else "smaller" if high < 1 else "mixed"
     print(
-        f"{what:42s}: unscaled / scaled = {mean:.2f} (seeds {low:.2f} to {high:.2f}): "
-        f"{word} without the scale; √d_k = {math.sqrt(full.budget['d_k']):g}"
+        fold(
+            f"{what}: unscaled / scaled = {mean:.2f} (seeds {low:.2f} to {high:.2f}): "
+            f"{word} without the scale; √d_k = {math.sqrt(full.budget['d_k']):g}"
+        )
     )
 
 # %%

@@ -19,6 +19,7 @@ import numpy as np
 from attnscale import plot_seed_bands
 from guide import intervals, metric, stored, style
 from guide.figures import one_legend
+from guide.printing import fold
 from guide.tables import Table
 
 style.use_style()
@@ -266,7 +267,7 @@ print(
 for n in VARIANTS[1:]:
     for d_k in D_KS:
         words = [f"{task} {verdicts[f'{task}_d{d_k}', n]}" for task in TASKS]
-        print(f"{NAMES[n]}, d_k = {d_k}, against 1/√d_k: " + ", ".join(words))
+        print(fold(f"{NAMES[n]}, d_k = {d_k}, against 1/√d_k: " + ", ".join(words)))
 
 # %%
 # ## The curves at each variant's best rate
@@ -444,7 +445,7 @@ for part in PARTS:
         reading = "undecided: ten seeds cannot say"
     else:
         reading = "fits none of the three readings"
-    print(f"{part}: matched init {matched}, no scale {plain}: {reading}")
+    print(fold(f"{part}: matched init {matched}, no scale {plain}: {reading}"))
 
 # %%
 # **Caveats.** One layer, one head, eight tokens, synthetic tasks; five seeds in the sweep and

@@ -19,6 +19,7 @@ import numpy as np
 from attnscale import plot_seed_bands
 from guide import intervals, metric, stored, style
 from guide.figures import one_legend
+from guide.printing import fold
 from guide.tables import Table
 
 style.use_style()
@@ -131,8 +132,11 @@ for task in TASKS:
         ]
         for j in dips:
             print(
-                f"{task}, {NAMES[n]}: a second minimum at η = {10 ** log_lrs[j]:.2g} "
-                f"(metric {mean[j]:.2f}, best {mean[b]:.2f} at {10 ** log_lrs[b]:.2g})"
+                fold(
+                    f"{task}, {NAMES[n]}: a second minimum at η = "
+                    f"{10 ** log_lrs[j]:.2g} (metric {mean[j]:.2f}, best "
+                    f"{mean[b]:.2f} at {10 ** log_lrs[b]:.2g})"
+                )
             )
 
 # %%
@@ -308,7 +312,7 @@ for task in TASKS:
         ("behind", "behind"),
     ):
         who = [NAMES[n] for n, w in words.items() if w == verdict]
-        print(f"{task}: {relation} 1/√d_k: {', '.join(who) or 'none'}")
+        print(fold(f"{task}: {relation} 1/√d_k: {', '.join(who) or 'none'}"))
     fixed_ahead = [NAMES[n] for n in FIXED if words[n] == "ahead"]
     print(
         f"{task}: another fixed multiplier ahead of 1/√d_k: "

@@ -19,6 +19,7 @@ import numpy as np
 from attnscale import plot_seed_bands
 from guide import events, intervals, stored, style
 from guide.figures import one_legend
+from guide.printing import fold
 from guide.studies import logit_growth
 from guide.tables import Table
 
@@ -171,8 +172,10 @@ word = diff.verdict(
     "less", "more", "as", smallest=0.0, undecided="not clearly more or less"
 )
 print(
-    f"LR sensitivity in nats, QK-LayerNorm minus baseline: {diff.text('+.3f')}; "
-    f"QK-LayerNorm is {word} sensitive"
+    fold(
+        f"LR sensitivity in nats, QK-LayerNorm minus baseline: {diff.text('+.3f')}; "
+        f"QK-LayerNorm is {word} sensitive"
+    )
 )
 seeds = len(full.budget["seeds"])
 top = np.argsort(per_rate)[
@@ -236,7 +239,7 @@ worse = [
     for j, lr in enumerate(lrs)
     if (held_out["qk_layernorm"][:, j] > held_out["inverse_sqrt"][:, j]).all()
 ]
-print(f"rates where QK-LayerNorm ends lower on every seed: {better or 'none'}")
+print(fold(f"rates where QK-LayerNorm ends lower on every seed: {better or 'none'}"))
 print(f"rates where it ends higher on every seed: {worse or 'none'}")
 
 # %%
@@ -353,9 +356,11 @@ Table(
 for v in VARIANTS:
     shares = [k / n for (w, _, _), (n, k) in varied.items() if w == v and n]
     print(
-        f"{NAMES[v]}: attention collapsed first in {min(shares):.0%} to "
-        f"{max(shares):.0%} of "
-        f"the spiked runs, over {len(shares)} pairs of thresholds"
+        fold(
+            f"{NAMES[v]}: attention collapsed first in {min(shares):.0%} to "
+            f"{max(shares):.0%} of "
+            f"the spiked runs, over {len(shares)} pairs of thresholds"
+        )
     )
 
 # %%

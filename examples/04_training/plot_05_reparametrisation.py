@@ -19,6 +19,7 @@ import torch
 import attnscale
 from guide import intervals, metric, stored, style
 from guide.figures import one_legend
+from guide.printing import fold
 from guide.tables import Table
 
 style.use_style()
@@ -164,9 +165,11 @@ Table(
 # %%
 exact = [label for label in CASES if "identity" in label]
 print(
-    "the three identities: largest gap "
-    + ", ".join(f"{gaps[label]:.1e}" for label in exact)
-    + f"; every one at most 1e-5: {all(gaps[label] <= 1e-5 for label in exact)}"
+    fold(
+        "the three identities: largest gap "
+        + ", ".join(f"{gaps[label]:.1e}" for label in exact)
+        + f"; every one at most 1e-5: {all(gaps[label] <= 1e-5 for label in exact)}"
+    )
 )
 closest = min((k for k in gaps if k not in exact), key=gaps.get)
 print(f"the closest of the other settings: {closest}, largest gap {gaps[closest]:.1e}")
@@ -299,8 +302,10 @@ for part, (d_k, _, low, high) in shifts.items():
         where[part] = "above 1"
 for verdict in dict.fromkeys(where.values()):
     print(
-        f"near-best range {verdict}: "
-        f"{', '.join(p for p, w in where.items() if w == verdict)}"
+        fold(
+            f"near-best range {verdict}: "
+            f"{', '.join(p for p, w in where.items() if w == verdict)}"
+        )
     )
 
 # %%

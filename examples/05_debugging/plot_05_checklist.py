@@ -49,5 +49,6 @@ linked to the page that demonstrates it.
 # rows with no key, such as padding) needs no action; as an error, those rows produce NaN.
 
 import attnscale
+from guide.printing import fold
 
-print(f"thresholds used by the monitor: {attnscale.THRESHOLDS}")
+print(fold(f"thresholds used by the monitor: {attnscale.THRESHOLDS}"))

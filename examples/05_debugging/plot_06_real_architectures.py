@@ -20,6 +20,7 @@ import transformers
 
 from attnscale import AttentionMonitor, MonitorReport
 from guide import zoo  # tiny-config builders, used by this site and its tests
+from guide.printing import fold
 from guide.style import use_style
 from guide.tables import Table
 
@@ -27,7 +28,7 @@ use_style()
 
 start = time.perf_counter()
 print(f"transformers {transformers.__version__}, torch {torch.__version__}")
-print(f"{len(zoo.FAMILIES)} families: {', '.join(zoo.FAMILIES)}")
+print(fold(f"{len(zoo.FAMILIES)} families: {', '.join(zoo.FAMILIES)}"))
 
 
 def watch(family: str, impl: str, **build: object) -> tuple[MonitorReport, bool]:

@@ -39,13 +39,34 @@ q, k, v = (torch.randn(BATCH, HEADS, SEQ, HEAD_DIM, generator=gen) for _ in rang
 
 def finding(report: MonitorReport, code: str) -> str:
     """The first finding with this code, as 'SEVERITY: message' folded to the page
-    width."""
+    width; the link to the guide on lines of its own (it fills one)."""
     f = next((f for f in report.findings if f.code == code), None)
     if f is None:
         return f"no {code} finding"
-    return textwrap.fill(
-        f"{f.severity.upper()}: {f.message}", 92, subsequent_indent="    "
-    )
+    body, _, link = f.message.rpartition(" See ")
+    if not link.startswith("http"):
+        body, link = f.message, ""
+    text = fold(f"{f.severity.upper()}: {body}")
+    return f"{text}\nSee:\n{link}" if link else text
+
+
+def fold(text: str, indent: str = "") -> str:
+    """A printed line folded to the 88 columns of the output box, its continuation lines
+    indented under it. The width is narrowed where a long word would leave a short
+    line inside the paragraph: the Chinese edition reads a short line as the
+    paragraph's end."""
+    for width in range(88, 70, -1):
+        lines = textwrap.wrap(
+            text,
+            width,
+            initial_indent=indent,
+            subsequent_indent=indent + "    ",
+            break_on_hyphens=False,
+            break_long_words=False,
+        )
+        if all(len(line) >= 60 for line in lines[:-1]):
+            break
+    return "\n".join(lines)
 
 
 def scale_line(report: MonitorReport) -> str:
@@ -68,7 +89,7 @@ def scale_line(report: MonitorReport) -> str:
 # attention out by hand.
 
 sdpa_doc = " ".join(F.scaled_dot_product_attention.__doc__.split("->")[0].split())
-print(f"documented signature: {sdpa_doc}")
+print(fold(f"documented signature: {sdpa_doc}"))
 default = F.scaled_dot_product_attention(q, k, v)
 explicit = F.scaled_dot_product_attention(q, k, v, scale=1 / math.sqrt(HEAD_DIM))
 by_hand = torch.softmax(q @ k.transpose(-2, -1) / math.sqrt(HEAD_DIM), dim=-1) @ v
@@ -89,7 +110,7 @@ with AttentionMonitor() as monitor:
         q, k, v, scale=1 / math.sqrt(D_MODEL)
     )  # bug: d_model
 wrong_sdpa = monitor.report()
-print(scale_line(wrong_sdpa))
+print(fold(scale_line(wrong_sdpa)))
 print(finding(wrong_sdpa, "scale-mismatch"))
 
 # %%
@@ -163,8 +184,8 @@ print(
 # capped call reads as plain $1/\sqrt{d_h}$, as the explicit soft-capped attention does (which
 # also reports its cap):
 
-print(scale_line(flex_report))
-print(scale_line(capped_report))
+print(fold(scale_line(flex_report)))
+print(fold(scale_line(capped_report)))
 
 # %%
 # The same probe catches a scale applied twice: once by `flex_attention` (its default
@@ -189,7 +210,7 @@ with warnings.catch_warnings():
     with AttentionMonitor() as monitor:
         flex_attention(q, k, v, score_mod=scaled_again)
 twice = monitor.report()
-print(scale_line(twice))
+print(fold(scale_line(twice)))
 print(finding(twice, "scale-mismatch"))
 
 # %%
@@ -261,7 +282,7 @@ print(
     f"{(fa.transpose(1, 2) - flex).abs().max():.2e}"
 )
 print(f"max |flash_like(defaults) - SDPA| = {(plain - uncapped).abs().max():.2e}")
-print(scale_line(fa_report))
+print(fold(scale_line(fa_report)))
 
 # %%
 # ## Hugging Face: the module's `self.scaling`
@@ -275,7 +296,7 @@ init = inspect.getsource(
 )
 for line in init.splitlines():
     if "self.scaling" in line or "self.head_dim =" in line:
-        print(line.strip())
+        print(fold(line.strip()))
 
 llama_reports = {}
 for impl in ("eager", "sdpa"):
@@ -288,7 +309,7 @@ for impl in ("eager", "sdpa"):
         f"{impl:>5}: scaling = {attn.scaling:.4g}, head_dim**-0.5 = "
         f"{attn.head_dim**-0.5:.4g}"
     )
-    print(f"       {scale_line(llama_reports[impl])}")
+    print(fold(scale_line(llama_reports[impl]), indent=" " * 7))
     print(f"       warnings: {sorted(llama_reports[impl].codes('warning')) or 'none'}")
 
 # %%
@@ -323,11 +344,13 @@ init = inspect.getsource(
 print(next(line.strip() for line in init.splitlines() if "self.scaling" in line))
 defaults = transformers.Gemma2Config()
 print(
-    f"Gemma2Config defaults: head_dim {defaults.head_dim}, hidden_size / "
-    f"num_attention_heads = "
-    f"{defaults.hidden_size} / {defaults.num_attention_heads} = "
-    f"{defaults.hidden_size / defaults.num_attention_heads:g}, "
-    f"query_pre_attn_scalar {defaults.query_pre_attn_scalar}"
+    fold(
+        f"Gemma2Config defaults: head_dim {defaults.head_dim}, hidden_size / "
+        f"num_attention_heads = "
+        f"{defaults.hidden_size} / {defaults.num_attention_heads} = "
+        f"{defaults.hidden_size / defaults.num_attention_heads:g}, "
+        f"query_pre_attn_scalar {defaults.query_pre_attn_scalar}"
+    )
 )
 old, new = GEMMA2_9B_SCALAR.values()
 print(
@@ -350,16 +373,17 @@ print(
     f"query_pre_attn_scalar {config.query_pre_attn_scalar}"
 )
 print(
-    f"module scaling {attn.scaling:.4g} = head_dim**-0.5 {config.head_dim**-0.5:.4g}; "
-    f"a port's (hidden/heads)**-0.5 would be {per_head**-0.5:.4g}"
+    fold(
+        f"module scaling {attn.scaling:.4g} = head_dim**-0.5 "
+        f"{config.head_dim**-0.5:.4g}; "
+        f"a port's (hidden/heads)**-0.5 would be {per_head**-0.5:.4g}"
+    )
 )
 with AttentionMonitor(model) as monitor:
     zoo.run(model, inputs)
 gemma_ok = monitor.report()
-print(
-    f"right:  {scale_line(gemma_ok)}; warnings: "
-    f"{sorted(gemma_ok.codes('warning')) or 'none'}"
-)
+print(fold(f"right: {scale_line(gemma_ok)}"))
+print(f"warnings: {sorted(gemma_ok.codes('warning')) or 'none'}")
 
 ported, inputs = zoo.build(
     "gemma2", seed=SEED, config_overrides={"query_pre_attn_scalar": per_head}
@@ -367,7 +391,7 @@ ported, inputs = zoo.build(
 with AttentionMonitor(ported) as monitor:
     zoo.run(ported, inputs)
 gemma_port = monitor.report()
-print(f"ported: {scale_line(gemma_port)}")
+print(fold(f"ported: {scale_line(gemma_port)}"))
 print(finding(gemma_port, "scale-mismatch"))
 
 # %%
@@ -512,7 +536,7 @@ print(
 )
 with AttentionMonitor(gemma3) as monitor:
     zoo.run(gemma3, gemma3_inputs)
-print(scale_line(monitor.report()))
+print(fold(scale_line(monitor.report())))
 
 # %%
 # With QK-norm, the size of each head's q and k is set by the norm's gain, not by $W_q$ and

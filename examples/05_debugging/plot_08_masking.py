@@ -99,7 +99,10 @@ writes = {
 }
 print(f"float16 range: +-{torch.finfo(torch.float16).max:.0f}")
 for name, write in writes.items():
-    print(f"{name:<32} -> {try_write(write)}")
+    line = f"{name:<32} -> {try_write(write)}"
+    if len(line) > 88:  # a long error goes on a line of its own
+        line = f"{name}\n    -> {try_write(write)}"
+    print(line)
 
 # %%
 # Inside the softmax the three fills agree wherever a row has at least one valid key:
@@ -141,10 +144,9 @@ rows["attnscale, torch SDPA (zeros)"] = ours.weights
 
 dead = ~allowed.any(dim=-1)  # (q,)
 out_torch = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)
+print("the weights of a no-valid-key row:")
 for name, w in rows.items():
-    print(
-        f"{name:<30} a no-valid-key row: {[round(x, 3) for x in w[0, 0, 0].tolist()]}"
-    )
+    print(f"{name:<30} {[round(x, 3) for x in w[0, 0, 0].tolist()]}")
 print(
     "torch SDPA output of the no-valid-key rows is zero:",
     bool((out_torch[..., dead, :] == 0).all()),
@@ -214,8 +216,8 @@ for label, fill in {"-1e9": -1e9, "-100": -100.0, "-2": -2.0}.items():
     s = report.records[0].last
     print(
         f"fill {label:<5} masked fraction {s.masked_fraction:.2f}, logit std "
-        f"{s.logit_std:.2f}, mask leak {s.mask_leak:.2g}, findings: "
-        f"{sorted(report.codes('info'))}"
+        f"{s.logit_std:.2f}, mask leak {s.mask_leak:.2g},\n"
+        f"{'':11}findings: {sorted(report.codes('info'))}"
     )
 
 print()

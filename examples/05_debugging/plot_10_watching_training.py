@@ -20,6 +20,7 @@ import numpy as np
 
 from attnscale import THRESHOLDS, AttentionMonitor
 from guide import events, intervals, stored, style
+from guide.printing import fold
 from guide.studies import monitor_training as study
 from guide.tables import Table
 
@@ -417,9 +418,10 @@ plain = np.array(
 )
 gap = float(np.abs(plain - runs["inverse_sqrt"]["loss"][:EARLY]).max())
 print(
-    f"largest difference in the training loss over the first {EARLY} steps, with the "
-    f"monitor "
-    f"(all_rows=True) and without: {gap:g}"
+    fold(
+        f"largest difference in the training loss over the first {EARLY} steps, with "
+        f"the monitor (all_rows=True) and without: {gap:g}"
+    )
 )
 
 # %%

@@ -39,6 +39,7 @@ import torch
 
 import attnscale
 from guide import figures, style
+from guide.printing import fold
 
 style.use_style()
 
@@ -248,8 +249,10 @@ for record in monitor.report().records:
     keys = [int(k) for k in record.last.heads["sink_key"]]
     weights = [round(w, 3) for w in record.last.heads["sink_weight"]]
     print(
-        f"{record.where}: sink key per head {keys}, weight on it {weights} (rows with "
-        f"2+ keys)"
+        fold(
+            f"{record.where}: sink key per head {keys}, weight on it {weights} (rows "
+            f"with 2+ keys)"
+        )
     )
 print("findings: " + (", ".join(f.code for f in monitor.report().findings) or "none"))
 # massive activations would show as a first token far larger than the rest (Sun et al.

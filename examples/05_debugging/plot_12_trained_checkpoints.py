@@ -34,7 +34,8 @@ from guide.tables import Table
 
 parts, provenance = tc.load()
 for name, record in provenance["parts"].items():
-    print(f"{name}: {record['checkpoint']}, weights SHA-256 {record['weights_sha256']}")
+    print(f"{name}: {record['checkpoint']},")  # the digest alone fills most of a line
+    print(f"  weights SHA-256 {record['weights_sha256']}")
     print(
         f"  {len(parts[name]['inputs'])} inputs, {len(parts[name]['sites'])} call "
         f"sites; "
