@@ -346,6 +346,17 @@ def load(name: str, *, root: Path | None = None) -> Stored:
     return Stored(name, _arrays(folder, expected), prov, changed, how)
 
 
+def progress(name: str, *, root: Path | None = None) -> tuple[int, int]:
+    """How many parts of experiment ``name``'s full run are stored by today's code and budget,
+    and how many it has: a full run still being made has some."""
+    exp = experiment(name)
+    prov = _read_provenance(_folder(name, root))
+    expected = exp.parts(exp.full)
+    if prov.get("code_hash") != code_hash(exp) or prov.get("budget") != _jsonable(exp.full):
+        return 0, len(expected)
+    return sum(p in prov["parts"] for p in expected), len(expected)
+
+
 def _arrays(folder: Path, parts: Sequence[str]) -> dict[str, Arrays]:
     out = {}
     for part in parts:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import math
 import platform
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -71,13 +72,14 @@ def corpus() -> tuple[torch.Tensor, str]:
 class TinyLM(nn.Module):
     """Byte embedding and learned positions, causal pre-LN blocks, final LayerNorm, linear head."""
 
-    def __init__(self, budget: dict[str, Any], strategy: str) -> None:
+    def __init__(self, budget: dict[str, Any], strategy: str, softcap: float | None = None) -> None:
         super().__init__()
         d, ctx = budget["d_model"], budget["context"]
         self.embed = nn.Embedding(VOCAB, d)
         self.position = nn.Embedding(ctx, d)
         self.blocks = nn.ModuleList(
-            AttentionBlock(d, budget["heads"], strategy=strategy) for _ in range(budget["layers"])
+            AttentionBlock(d, budget["heads"], strategy=strategy, softcap=softcap)
+            for _ in range(budget["layers"])
         )
         self.norm = nn.LayerNorm(d)
         self.head = nn.Linear(d, VOCAB, bias=False)
@@ -85,8 +87,9 @@ class TinyLM(nn.Module):
     def forward(
         self, tokens: torch.Tensor, *, watch: bool = False
     ) -> tuple[torch.Tensor, list[torch.Tensor], list[torch.Tensor]]:
-        """Next-byte logits ``(batch, length, 256)``; with ``watch``, per layer the largest
-        attention logit over the keys each query sees, and the mean normalised entropy."""
+        """Next-byte logits ``(batch, length, 256)``; with ``watch``, per layer and head the
+        largest attention logit over the keys each query sees, and per layer the mean normalised
+        entropy."""
         length = tokens.shape[1]
         h = self.embed(tokens) + self.position.weight[:length]  # (batch, length, d_model)
         seen = torch.ones(length, length, dtype=torch.bool, device=tokens.device).tril()
@@ -98,7 +101,7 @@ class TinyLM(nn.Module):
                 assert res.logits is not None and res.weights is not None
                 with torch.no_grad():
                     logits = res.logits.masked_fill(~seen, -math.inf)  # (batch, heads, L, L)
-                    max_logits.append(logits.amax())
+                    max_logits.append(logits.amax(dim=(0, 2, 3)))  # (heads,)
                     w = res.weights[..., 1:, :]  # rows with at least two keys
                     ent = -(w * w.clamp_min(1e-30).log()).sum(-1)  # (batch, heads, L - 1)
                     keys = torch.arange(2, length + 1, device=tokens.device).log()  # (L - 1,)
@@ -116,31 +119,56 @@ def batch(
     return chunk[:, :-1], chunk[:, 1:]
 
 
+def adamw(params: list[nn.Parameter], lr: float, budget: dict[str, Any]) -> torch.optim.AdamW:
+    """The recipe's AdamW: weight decay on the matrices only, per step, not times the rate."""
+    return torch.optim.AdamW(
+        [
+            {
+                "params": [p for p in params if p.dim() >= 2],
+                "weight_decay": budget["weight_decay"] / lr,
+            },
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+        ],
+        lr=lr,
+        betas=(0.9, 0.95),
+        eps=1e-8,
+    )
+
+
 def train_lm(
-    budget: dict[str, Any], strategy: str, lr: float, seed: int, device: str
+    budget: dict[str, Any],
+    strategy: str,
+    lr: float,
+    seed: int,
+    device: str,
+    *,
+    softcap: float | None = None,
+    prepare: Callable[[TinyLM], None] | None = None,
+    optimizers: Callable[[TinyLM, float, dict[str, Any]], list[torch.optim.Optimizer]]
+    | None = None,
+    after_step: Callable[[TinyLM, list[torch.Tensor]], None] | None = None,
 ) -> dict[str, Any]:
     """One run: per-step loss, largest attention logit per layer and entropy, final held-out loss.
 
-    A run whose loss becomes non-finite stops there; its remaining steps are NaN.
+    A run whose loss becomes non-finite stops there; its remaining steps are NaN. The keywords
+    change the recipe (``guide.studies.logit_fixes``): a soft-cap of the attention logits;
+    ``prepare`` the model after initialisation (with the run's seed); ``optimizers`` in place of
+    [adamw][]; ``after_step`` acting on the weights after each step, given the step's largest
+    logit per layer and head.
     """
     data, _ = corpus()
     split = int(0.9 * data.numel())
     train_data, held_out = data[:split], data[split:]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = TinyLM(budget, strategy).to(device)
+        model = TinyLM(budget, strategy, softcap).to(device)
+        if prepare is not None:
+            prepare(model)
     gen = torch.Generator().manual_seed(seed + 1_000_003)
-    matrices = [p for p in model.parameters() if p.dim() >= 2]
-    others = [p for p in model.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [
-            {"params": matrices, "weight_decay": budget["weight_decay"] / lr},
-            {"params": others, "weight_decay": 0.0},
-        ],
-        lr=lr,
-        betas=(0.9, 0.95),
-        eps=1e-8,
-    )
+    if optimizers is None:
+        opts: list[torch.optim.Optimizer] = [adamw(list(model.parameters()), lr, budget)]
+    else:
+        opts = optimizers(model, lr, budget)
     steps, warmup = budget["steps"], budget["warmup"]
 
     def schedule(t: int) -> float:  # multiplier of step t + 1
@@ -148,7 +176,7 @@ def train_lm(
             return (t + 1) / warmup  # type: ignore[no-any-return]
         return 0.5 * (1 + math.cos(math.pi * (t - warmup) / (steps - warmup)))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
+    scheds = [torch.optim.lr_scheduler.LambdaLR(opt, schedule) for opt in opts]
     n = budget["stop_after"]
     layers = budget["layers"]
     loss_rec = np.full(n, np.nan, dtype=np.float32)
@@ -164,14 +192,20 @@ def train_lm(
         z = torch.logsumexp(flat, dim=-1)
         total = loss + budget["z_loss"] * z.square().mean()
         loss_rec[t] = float(loss.detach())
-        logit_rec[t] = torch.stack(max_logits).float().cpu().numpy()
+        logit_rec[t] = torch.stack(max_logits).amax(-1).float().cpu().numpy()
         entropy_rec[t] = torch.stack(entropies).float().cpu().numpy()
         if not math.isfinite(loss_rec[t]):
             break
-        opt.zero_grad(set_to_none=True)
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
         total.backward()
-        opt.step()
-        sched.step()
+        for opt in opts:
+            opt.step()
+        if after_step is not None:
+            with torch.no_grad():
+                after_step(model, max_logits)
+        for sched in scheds:
+            sched.step()
     eval_gen = torch.Generator().manual_seed(12345)
     with torch.no_grad():
         losses = []
@@ -197,7 +231,11 @@ def parts(budget: dict[str, Any]) -> list[str]:
 def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.ndarray]:
     strategy, k = part.rsplit("_lr", 1)
     lr = 10 ** (int(k) / 2)
-    runs = [train_lm(budget, strategy, lr, s, device) for s in budget["seeds"]]
+    return stack([train_lm(budget, strategy, lr, s, device) for s in budget["seeds"]], budget)
+
+
+def stack(runs: list[dict[str, Any]], budget: dict[str, Any]) -> dict[str, np.ndarray]:
+    """One part's arrays from its runs (one per seed), with the corpus digest and Python."""
     _, digest = corpus()
     return {
         "loss": np.stack([r["loss"] for r in runs]),  # (seeds, steps)
