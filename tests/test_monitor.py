@@ -513,7 +513,7 @@ def test_statistics_failure_is_reported_not_raised(monkeypatch: pytest.MonkeyPat
     def broken(*args: object, **kwargs: object) -> None:
         raise ZeroDivisionError("planted")
 
-    monkeypatch.setattr(mod, "logit_stats", broken)
+    monkeypatch.setattr(mod, "grouped_logit_stats", broken)
     model = HandAttention("ok")
     x = _x()
     ref = model(x)
@@ -536,7 +536,7 @@ def test_thread_count_restored_inside_model(broken: bool, monkeypatch: pytest.Mo
         def fail(*args: object, **kwargs: object) -> None:
             raise ZeroDivisionError("planted")
 
-        monkeypatch.setattr(mod, "logit_stats", fail)
+        monkeypatch.setattr(mod, "grouped_logit_stats", fail)
     seen: list[int] = []
 
     class Probe(nn.Module):
@@ -1194,6 +1194,101 @@ def test_logit_stats_match_a_float64_reference(kind: str) -> None:
     within = ((xr - row_mean) * valid).square().sum() / valid.sum()
     assert stats["logit_std"] == pytest.approx(float(within.sqrt()), rel=1e-5)
     assert stats["masked_rows"] == int((valid.sum(-1) == 0).sum())
+
+
+def _same_statistics(a: dict, b: dict, rel: float = 1e-5) -> None:
+    """Equal statistics: counts and indices exactly, values to float32 rounding."""
+    assert a.keys() == b.keys()
+    for key, va in a.items():
+        vb = b[key]
+        if isinstance(va, tuple | list) and va and isinstance(va[0], float):
+            assert vb == pytest.approx(va, rel=rel, abs=1e-6, nan_ok=True), key
+        elif isinstance(va, float):
+            assert vb == pytest.approx(va, rel=rel, abs=1e-6, nan_ok=True), key
+        else:
+            assert va == vb, key
+
+
+@pytest.mark.parametrize("kind", ["plain", "finite mask", "-inf mask", "nan and +inf", "padding"])
+def test_calls_measured_together_match_each_alone(kind: str) -> None:
+    """Calls of one shape joined along the heads axis (as the monitor measures a model's
+    layers) give each call the statistics it has alone, masked rows and NaN included."""
+    from attnscale._monitor.stats import grouped_logit_stats, logit_stats
+
+    gen = torch.Generator().manual_seed(2)
+    calls = [3 * c * torch.randn(2, 3, 12, 12, generator=gen) for c in (1, 4, 20)]
+    masks: list[torch.Tensor | None] = [None] * 3
+    if kind in ("finite mask", "-inf mask", "padding"):
+        fill = torch.finfo(torch.float32).min if kind == "finite mask" else -math.inf
+        for i, x in enumerate(calls):
+            m = torch.arange(12)[None, :] > torch.arange(12)[:, None]  # causal
+            m = m.expand_as(x).clone()
+            if kind == "padding" or i == 1:
+                m[..., 9:] = True  # the last keys are padding: their queries are left out
+            if i == 2:
+                m[0, 1, 4, :] = True  # a row with no valid key, in the last call only
+            calls[i], masks[i] = x.masked_fill(m, fill), m
+    if kind == "nan and +inf":
+        calls[1][0, 2, 3, 4], calls[2][1, 0, 0, 0] = math.nan, math.inf
+    rows = torch.arange(12)
+    alone = [
+        logit_stats(x, mask=m, mask_value=-1e4, saturation=0.9, rows=rows, queries=12)
+        for x, m in zip(calls, masks, strict=True)
+    ]
+    together = grouped_logit_stats(
+        torch.cat(calls, dim=-3),
+        mask=None if masks[0] is None else torch.cat(masks, dim=-3),  # type: ignore[arg-type]
+        mask_value=-1e4,
+        saturation=0.9,
+        rows=rows,
+        queries=12,
+        calls=3,
+    )
+    for one, joined in zip(alone, together, strict=True):
+        _same_statistics(one, joined)
+    if kind == "-inf mask":
+        assert together[2]["first_masked_row"] == (0, 1, 4)
+        assert together[0]["masked_rows"] == 0
+
+
+@pytest.mark.parametrize("impl", ["eager", "sdpa"])
+def test_a_models_layers_measured_together_match_each_alone(
+    impl: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Hugging Face GPT-2 (others' code, random weights): the monitor measures its layers'
+    calls together at the end of the forward pass; every statistic of every layer is what
+    measuring each call alone gives."""
+    from attnscale._monitor import capture
+
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=3, n_embd=64, n_head=4, n_positions=64)
+    model = transformers.GPT2Model._from_config(config, attn_implementation=impl).eval()
+    ids = torch.randint(0, config.vocab_size, (2, 40))
+    attention = torch.ones(2, 40, dtype=torch.long)
+    attention[1, 30:] = 0  # padding in the second sequence
+
+    def run() -> list:
+        with torch.no_grad(), AttentionMonitor(model) as monitor:
+            model(input_ids=ids, attention_mask=attention)
+        return [dataclasses.asdict(r.last) for r in monitor.report().records]
+
+    joined: list[int] = []
+    measure = capture.grouped_logit_stats
+
+    def counted(*args: Any, calls: int = 1, **kwargs: Any) -> list:
+        joined.append(calls)
+        return measure(*args, calls=calls, **kwargs)
+
+    monkeypatch.setattr(capture, "grouped_logit_stats", counted)
+    together = run()
+    assert joined == [3]  # the three layers, in one measurement
+    monkeypatch.setattr(capture, "_group_key", lambda entry: (None, id(entry)))
+    alone = run()
+    assert joined == [3, 1, 1, 1]
+    assert len(together) == 3
+    for a, b in zip(alone, together, strict=True):
+        _same_statistics(a, b)
 
 
 def test_a_findings_site_is_a_record() -> None:

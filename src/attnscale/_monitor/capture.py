@@ -77,16 +77,36 @@ from .lineage import (
 )
 from .report import AttentionRecord, AttentionStats
 from .run import Run
-from .stats import logit_stats, qk_spreads
+from .stats import RowSums, grouped_logit_stats, grouped_qk_spreads, row_sums
 
 __all__ = ["Capture"]
 
 _BADDBMM = {torch.baddbmm, torch._C.TensorBase.baddbmm}
 #: the fewest query rows a call's statistics use, however large its heads and keys
 MIN_ROWS = 8
-#: torch's ``at::internal::GRAIN_SIZE``: element-wise operations and reductions over fewer
-#: elements run on the calling thread, whatever the thread count
-PARALLEL_GRAIN = 32768
+#: calls kept for their statistics before a flush, where no module's end comes (functional
+#: attention outside any module, in a loop)
+MAX_PENDING = 64
+
+
+@dataclasses.dataclass
+class Pending:
+    """One call read and not yet measured: what its statistics need, and nothing of the
+    model's tensors that the model would free meanwhile (q and k are kept as their row sums,
+    the every-row statistics are taken at once)."""
+
+    where: str
+    record: AttentionRecord
+    call: Call
+    rows: torch.Tensor | None
+    q: RowSums | None
+    k: RowSums | None
+    qk_rows: bool  # q and k kept one query (key) per row
+    head_dim: int | None
+    heads: dict[str, list[float | None]] | None
+    run_step: int
+    stats: AttentionStats | None = None
+    grad_norm: float | None = None  # a gradient that came before the statistics
 
 
 class Capture(TorchFunctionMode):
@@ -113,7 +133,6 @@ class Capture(TorchFunctionMode):
         self.max_query_rows = max_query_rows
         self.max_sampled_logits = max_sampled_logits
         self.rows = max_query_rows  # the query rows sampled in the current call
-        self.model_threads = torch.get_num_threads()  # while the model runs
         self.mask_value = mask_value
         self.saturation = saturation
         self.names: dict[int, str] = {}
@@ -146,6 +165,7 @@ class Capture(TorchFunctionMode):
         # tensors then came from fresh memory pages (page faults), not from the ones they freed
         self._measured: collections.deque[weakref.ref[Product]] = collections.deque(maxlen=16)
         self._param_ptrs: dict[int, set[int]] = {}
+        self._pending: list[Pending] = []
 
     # -- life cycle -------------------------------------------------------
 
@@ -164,6 +184,7 @@ class Capture(TorchFunctionMode):
 
     def stop(self) -> None:
         self.read_traced()
+        self.flush()
         self.active = False
         self._place_mode(False)
         REGISTRY.remove(self)
@@ -219,6 +240,7 @@ class Capture(TorchFunctionMode):
             return
         roots = self._root_ids
         if id(module) in roots and not any(id(m) in roots for m in stack):
+            self.flush()  # the last call's statistics belong to its step
             self.run.on_model_call()
 
     def on_compiled(self, module: nn.Module) -> None:
@@ -337,32 +359,24 @@ class Capture(TorchFunctionMode):
     @staticmethod
     @contextlib.contextmanager
     def _own_work() -> Iterator[None]:
-        """Run the monitor's own computations unseen, and restore the model's thread count.
+        """Run the monitor's own computations unseen, and outside autocast.
 
         Unseen: no mode (this one's or another monitor's) intercepts them.
         Outside autocast: an fp16 autocast around the model must not make the monitor's
         float32 recomputation overflow.
-        Threads: ``size_sample`` goes down to one thread for a sample large enough to open
-        parallel regions; the count is restored here before the model continues.
         """
-        threads = torch.get_num_threads()
-        try:
-            with contextlib.ExitStack() as stack:
-                stack.enter_context(torch._C.DisableTorchFunction())
-                stack.enter_context(torch.no_grad())
-                # The statistics are computed in the dtype the monitor chooses (float32), not
-                # in the one an autocast region around the model would pick.
-                for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
-                    stack.enter_context(torch.autocast(device, enabled=False))
-                yield
-        finally:
-            if torch.get_num_threads() != threads:
-                torch.set_num_threads(threads)
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch._C.DisableTorchFunction())
+            stack.enter_context(torch.no_grad())
+            # The statistics are computed in the dtype the monitor chooses (float32), not
+            # in the one an autocast region around the model would pick.
+            for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
+                stack.enter_context(torch.autocast(device, enabled=False))
+            yield
 
     def _guarded(self, where: str, kind: str, read: Callable[[], Call | None]) -> None:
         """Read one call with its handler and record it; an error is counted, not raised."""
         self.rows = self.max_query_rows  # until the call's shape is known (size_sample)
-        self.model_threads = torch.get_num_threads()
         try:
             with self._own_work():
                 call = read()
@@ -597,14 +611,6 @@ class Capture(TorchFunctionMode):
             per_row *= min(shape[0], self.sample_batch) * math.prod(shape[1:-2])
         fit = self.max_sampled_logits // max(per_row, 1)
         self.rows = max(MIN_ROWS, min(self.max_query_rows, fit))
-        # The statistics are many small operations on the sample. Below torch's grain size
-        # each runs on one thread anyway; above it each is a parallel region, and on a busy
-        # machine every region can stall for a scheduler time slice (measured: ~0.4 s per
-        # call with 2 threads against ~0.02 s with 1). Changing the thread count is not free
-        # either (torch clears oneDNN's cache and resizes its thread pools): only for a
-        # sample that large.
-        if self.rows * per_row >= PARALLEL_GRAIN and torch.get_num_threads() > 1:
-            torch.set_num_threads(1)
 
     def row_index(self, n: int) -> torch.Tensor:
         step = math.ceil(n / self.rows) if n > self.rows else 1
@@ -621,25 +627,132 @@ class Capture(TorchFunctionMode):
                 t = t.index_select(rows_dim, self.row_index(n).to(t.device))
         return t
 
-    def record(self, where: str, call: Call) -> AttentionStats:
-        """Turn one call, as its handler read it, into statistics at its site; watch the
-        gradient at its logits where the call says how."""
-        stats = logit_stats(
-            call.logits,
-            mask=call.mask,
-            sink=call.sink,
-            mask_value=self.mask_value,
-            saturation=self.saturation,
-            outputs=call.outputs,
+    def record(self, where: str, call: Call) -> Pending:
+        """Keep one call, as its handler read it, for its statistics at its site (computed
+        with other calls' at the next [flush][]); watch the gradient at its logits where the
+        call says how."""
+        rows = call.q_rows is not None and call.k_rows is not None
+        q, k = (call.q_rows, call.k_rows) if rows else (call.q, call.k)
+        head_dim = call.head_dim
+        if rows and head_dim is not None:
+            head_dim = _used_dims(q, k, head_dim)  # type: ignore[arg-type]
+        entry = Pending(
+            where=where,
+            record=self._site(call.kind, where),
+            call=dataclasses.replace(
+                call, q=None, k=None, q_rows=None, k_rows=None, heads=None, gradient=None
+            ),
             rows=self.row_index(call.shape[-2]) if len(call.shape) >= 2 else None,
-            queries=call.shape[-2] if len(call.shape) >= 2 else None,
+            q=row_sums(q),
+            k=row_sums(k),
+            qk_rows=rows,
+            head_dim=head_dim,
+            heads=self._every_row(call),
+            run_step=0 if self.run is None else self.run.step,
         )
+        self._pending.append(entry)
+        if call.gradient is not None:
+            self.watch_gradient(*call.gradient, entry, where)
+        if len(self._pending) >= MAX_PENDING:
+            with self._single_thread():
+                self._flush()
+        return entry
+
+    def flush(self) -> None:
+        """Measure the calls kept since the last flush, and record them at their sites.
+
+        Calls of one shape (a model's layers) are measured together, joined along the heads
+        axis, on one thread: the statistics are a few hundred small operations per call
+        whatever its size, each a parallel region on several threads that can stall for a
+        scheduler time slice on a busy machine; and one thread gives the same bits on any
+        number of cores. The thread count changes once per flush, not per call (a change
+        clears oneDNN's cache and resizes torch's thread pools)."""
+        if not self._pending:
+            return
+        try:
+            with self._own_work(), self._single_thread():
+                self._flush()
+        except Exception as err:  # never break the model: report instead
+            self.errors[("-", f"statistics: {type(err).__name__}: {err}")] += 1
+            self._pending.clear()
+
+    @staticmethod
+    @contextlib.contextmanager
+    def _single_thread() -> Iterator[None]:
+        threads = torch.get_num_threads()
+        if threads != 1:
+            torch.set_num_threads(1)
+        try:
+            yield
+        finally:
+            if threads != 1:
+                torch.set_num_threads(threads)
+
+    def _flush(self) -> None:
+        pending, self._pending = self._pending, []
+        groups: dict[tuple[Any, ...], list[Pending]] = {}
+        for entry in pending:
+            groups.setdefault(_group_key(entry), []).append(entry)
+        measured: dict[int, dict[str, Any]] = {}
+        for key, members in groups.items():
+            for entry, stats in zip(members, self._grouped(members, key), strict=True):
+                if stats is not None:
+                    measured[id(entry)] = stats
+        spreads = grouped_qk_spreads([(e.q, e.k, e.call.scale, e.qk_rows) for e in pending])
+        for entry, spread in zip(pending, spreads, strict=True):  # in the order of the calls
+            if id(entry) in measured:
+                self._store(entry, measured[id(entry)], spread)
+
+    def _grouped(self, members: list[Pending], key: tuple[Any, ...]) -> list[dict | None]:
+        """The statistics of calls of one group (``_group_key``), together where they can be
+        joined; one by one if that fails, each error counted at its call's site."""
+        first = members[0]
+        kw = {"mask_value": self.mask_value, "saturation": self.saturation}
+        if len(members) > 1 and key[0] is not None:
+            try:
+                return grouped_logit_stats(  # type: ignore[return-value]
+                    torch.cat([e.call.logits for e in members], dim=-3),
+                    mask=_joined([e.call.mask for e in members], first.call.logits),
+                    outputs=_joined([e.call.outputs for e in members], None),
+                    rows=first.rows,
+                    queries=_queries(first),
+                    calls=len(members),
+                    **kw,
+                )
+            except Exception:  # measured one by one below, where the error is counted
+                pass
+        out: list[dict | None] = []
+        for e in members:
+            try:
+                out.append(
+                    grouped_logit_stats(
+                        e.call.logits,
+                        mask=e.call.mask,
+                        sink=e.call.sink,
+                        outputs=e.call.outputs,
+                        rows=e.rows,
+                        queries=_queries(e),
+                        **kw,
+                    )[0]
+                )
+            except Exception as err:  # never break the model: report instead
+                self.errors[(e.where, f"{e.call.kind}: {type(err).__name__}: {err}")] += 1
+                out.append(None)
+        return out
+
+    def _store(self, entry: Pending, stats: dict[str, Any], spread: dict[str, Any]) -> None:
+        """One call's statistics, recorded at its site."""
+        call = entry.call
+        max_abs_qk, scale = call.max_abs_qk, call.scale
+        if max_abs_qk is None and call.dtype == torch.float16 and scale not in (None, 0.0):
+            # the logits before the scale, where the scale is applied after the product
+            max_abs_qk = float(stats["max_abs_logit"]) / abs(scale)  # type: ignore[arg-type]
         s = AttentionStats(
             step=0,
             path=call.path,
             shape=call.shape,
             dtype=str(call.dtype).replace("torch.", ""),
-            scale=call.scale,
+            scale=scale,
             scale_source=call.source,
             scale_fit_residual=call.fit_residual,
             softcap=call.softcap,
@@ -647,62 +760,42 @@ class Capture(TorchFunctionMode):
             scale_learned=call.scale_learned,
             scale_range=call.scale_range,
             qk_gain_learned=call.qk_gain_learned,
-            **self._scale_and_spreads(call, float(stats["max_abs_logit"])),
+            head_dim=entry.head_dim,
+            num_heads=call.num_heads,
+            scale_ratio=None
+            if scale is None or entry.head_dim is None
+            else scale * entry.head_dim**0.5,
+            max_abs_qk=max_abs_qk,
+            **spread,
             **stats,
-            heads=self._every_row(call),
-            run_step=0 if self.run is None else self.run.step,
+            heads=entry.heads,
+            run_step=entry.run_step,
         )
-        record = self._site(call.kind, where)
+        if entry.grad_norm is not None:
+            s.logit_grad_norm = entry.grad_norm
+        record = self.records.setdefault((entry.record.where, entry.record.kind), entry.record)
         s.step = len(record.series)
-        self.records.setdefault((record.where, record.kind), record)  # once all is in
         if self.run is None or self.run.keep(record, s):
             record.series.append(s)
-        if call.gradient is not None:
-            self.watch_gradient(*call.gradient, s, where)
-        return s
-
-    def _scale_and_spreads(self, call: Call, max_abs_logit: float) -> dict[str, Any]:
-        """The head size q·k sums over, the scale against it, and the spreads of q and k
-        before the factors the code applies to them (which tell a scale folded into the
-        initialisation from one applied at run time)."""
-        rows = call.q_rows is not None and call.k_rows is not None
-        q, k = (call.q_rows, call.k_rows) if rows else (call.q, call.k)
-        head_dim, scale, max_abs_qk = call.head_dim, call.scale, call.max_abs_qk
-        if rows and head_dim is not None:
-            head_dim = _used_dims(q, k, head_dim)  # type: ignore[arg-type]
-        if max_abs_qk is None and call.dtype == torch.float16 and scale not in (None, 0.0):
-            # the logits before the scale, where the scale is applied after the product
-            max_abs_qk = max_abs_logit / abs(scale)
-        return {
-            "head_dim": head_dim,
-            "num_heads": call.num_heads,
-            "scale_ratio": None if scale is None or head_dim is None else scale * head_dim**0.5,
-            "max_abs_qk": max_abs_qk,
-            **qk_spreads(q, k, scale, rows=rows),
-        }
+        entry.stats = s
 
     def _every_row(self, call: Call) -> dict[str, list[float | None]] | None:
         """Per-head statistics over every row, with ``all_rows``: a few large operations over
-        every logit, on as many threads as the model uses."""
+        every logit, on as many threads as the model uses, at once (they read the model's
+        tensors, which a later flush would keep alive)."""
         if not self.all_rows or call.heads is None:
             return None
-        own = torch.get_num_threads()
-        if own != self.model_threads:
-            torch.set_num_threads(self.model_threads)
-        try:
-            return call.heads().to_dict()  # type: ignore[no-any-return]
-        finally:
-            if torch.get_num_threads() != own:
-                torch.set_num_threads(own)
+        return call.heads().to_dict()  # type: ignore[no-any-return]
 
     def watch_gradient(
         self,
         tensor: torch.Tensor,
         grad_at_softmax_input: Callable[[torch.Tensor], torch.Tensor],
-        stats: AttentionStats,
+        entry: Pending,
         where: str,
     ) -> None:
-        """Fill ``stats.logit_grad_norm`` during backward from the gradient reaching ``tensor``.
+        """Fill the call's ``logit_grad_norm`` during backward from the gradient reaching
+        ``tensor`` (in its statistics, or for them where they are not measured yet).
 
         The hook only reads the gradient and returns None, so backward propagates
         exactly the same values.
@@ -715,9 +808,11 @@ class Capture(TorchFunctionMode):
             self.rows = rows
             try:
                 with self._own_work():
-                    stats.logit_grad_norm = float(
-                        grad_at_softmax_input(grad.detach()).float().norm()
-                    )
+                    norm = float(grad_at_softmax_input(grad.detach()).float().norm())
+                if entry.stats is not None:
+                    entry.stats.logit_grad_norm = norm
+                else:
+                    entry.grad_norm = norm
             except Exception as err:  # never break backward: report instead
                 self.errors[(where, f"gradient: {type(err).__name__}: {err}")] += 1
 
@@ -879,14 +974,46 @@ def _masked(
     return masked if sink is None else masked | sink
 
 
+def _group_key(entry: Pending) -> tuple[Any, ...]:
+    """Calls measured together: logits of one shape with heads, masks alike, no sink columns,
+    outputs of one shape, the same rows; a call that fits no other is a group of its own
+    (first item None)."""
+    call = entry.call
+    if call.logits.dim() < 3 or call.sink is not None:
+        return (None, id(entry))
+    return (
+        tuple(call.logits.shape),
+        None if call.mask is None else True,
+        None if call.outputs is None else tuple(call.outputs.shape),
+        None if entry.rows is None else tuple(entry.rows.tolist()),
+        _queries(entry),
+    )
+
+
+def _joined(parts: list[torch.Tensor | None], like: torch.Tensor | None) -> torch.Tensor | None:
+    """Per-call tensors joined along the heads axis (masks broadcast to ``like``'s shape)."""
+    if parts[0] is None:
+        return None
+    if like is not None:
+        parts = [p.expand(like.shape) for p in parts]  # type: ignore[union-attr]
+    return torch.cat(parts, dim=-3)  # type: ignore[arg-type]
+
+
+def _queries(entry: Pending) -> int | None:
+    return entry.call.shape[-2] if len(entry.call.shape) >= 2 else None
+
+
 def _used_dims(q: torch.Tensor, k: torch.Tensor, head_dim: int) -> int:
     """The head size q·k really sums over: heads zero-padded to a kernel's size (20 to 32)
     add nothing, and the scale they need is that of the dimensions that hold values."""
     if q.shape[-1] != head_dim or k.shape[-1] != head_dim or not q.numel() or not k.numel():
         return head_dim
+    # the usual case, settled on a few rows of the first head (views: a transposed q is not
+    # copied): padding is zero in all
+    lead = (0,) * (q.dim() - 2)
+    if bool((q[lead][:8] != 0).all()) and bool((k[(0,) * (k.dim() - 2)][:8] != 0).all()):
+        return head_dim
     qf, kf = q.reshape(-1, head_dim), k.reshape(-1, head_dim)
-    if bool((qf[:8] != 0).all()) and bool((kf[:8] != 0).all()):
-        return head_dim  # the usual case, settled on a few rows: padding is zero in all
     used = (qf != 0).any(0) & (kf != 0).any(0)
     n = int(used.sum())
     return n if 0 < n < head_dim else head_dim

@@ -28,6 +28,8 @@ class Listener(Protocol):
 
     def read_traced(self) -> None: ...
 
+    def flush(self) -> None: ...
+
     def on_mha(
         self, module: nn.MultiheadAttention, args: Any, kwargs: Any, output: Any
     ) -> None: ...
@@ -163,9 +165,9 @@ class Registry:
         if self.suspended is not None and self.suspended[0] is module:
             set_stack(self.suspended[1])
             self.suspended = None
-        if output is None:  # the module raised: nothing to measure
-            return
-        if isinstance(module, nn.MultiheadAttention):
+        if output is None:  # the module raised: nothing more to measure
+            pass
+        elif isinstance(module, nn.MultiheadAttention):
             for c in list(self.captures):
                 c.on_mha(module, args, kwargs, output)
         elif isinstance(module, nn.TransformerEncoderLayer):
@@ -174,6 +176,9 @@ class Registry:
                 # the fused fast path ran the layer without calling its attention module
                 for c in list(self.captures):
                     c.on_fused_encoder_layer(module, args, kwargs)
+        if not self.stack:  # the outermost module returned: its calls are measured together
+            for c in list(self.captures):
+                c.flush()
 
 
 REGISTRY = Registry()

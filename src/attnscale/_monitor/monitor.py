@@ -298,6 +298,7 @@ class AttentionMonitor:
     def __exit__(self, *exc: object) -> None:
         self._active = False
         if self._capture is not None:
+            self._capture.flush()  # before the run logs its last step
             if self._capture.run is not None:
                 self._capture.run.close()
             self._capture.stop()
@@ -359,6 +360,7 @@ class AttentionMonitor:
         capture = self._capture
         if capture is None:
             return MonitorReport(records=[], findings=[no_attention(0)])
+        capture.flush()  # inside the block, calls since the model's last return
         # a snapshot: the monitor goes on appending to its records after this report
         records = [dataclasses.replace(r, series=list(r.series)) for r in capture.records.values()]
         per_site: list[tuple[Finding, AttentionStats]] = []

@@ -64,6 +64,8 @@ class Schedulable(Protocol):
 
     def set_measuring(self, on: bool) -> None: ...
 
+    def flush(self) -> None: ...
+
 
 class Run:
     """The step counter, the measuring schedule, the history bound and the log hook."""
@@ -108,6 +110,9 @@ class Run:
             self._gate()
 
     def _optimizer_step(self, *_: Any) -> None:
+        capture = self._capture()
+        if capture is not None:
+            capture.flush()  # the step's calls, measured before the step is logged
         self._end_step()
         self.step += 1
         self._gate()

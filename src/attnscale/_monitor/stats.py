@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
 from . import structure
 
-__all__ = ["logit_stats", "qk_spreads"]
+__all__ = [
+    "RowSums",
+    "grouped_logit_stats",
+    "grouped_qk_spreads",
+    "logit_stats",
+    "qk_spreads",
+    "row_sums",
+]
 
 
-@torch.no_grad()
 def logit_stats(
     logits: torch.Tensor,
     *,
@@ -24,7 +32,38 @@ def logit_stats(
     rows: torch.Tensor | None = None,
     queries: int | None = None,
 ) -> dict[str, Any]:
-    """Statistics of attention logits of shape (..., rows, k_len).
+    """Statistics of one call's attention logits, of shape (..., rows, k_len); see
+    [grouped_logit_stats][attnscale._monitor.stats.grouped_logit_stats] for the arguments."""
+    return grouped_logit_stats(
+        logits,
+        mask=mask,
+        sink=sink,
+        mask_value=mask_value,
+        saturation=saturation,
+        outputs=outputs,
+        rows=rows,
+        queries=queries,
+    )[0]
+
+
+@torch.no_grad()
+def grouped_logit_stats(
+    logits: torch.Tensor,
+    *,
+    mask: torch.Tensor | None = None,
+    sink: torch.Tensor | None = None,
+    mask_value: float,
+    saturation: float,
+    outputs: torch.Tensor | None = None,
+    rows: torch.Tensor | None = None,
+    queries: int | None = None,
+    calls: int = 1,
+) -> list[dict[str, Any]]:
+    """Statistics of the attention logits of ``calls`` calls of one shape, joined along the
+    heads axis (shape (..., calls x heads, rows, k_len)), one dict per call.
+
+    One call's operations, run once for all (a call costs a few hundred small operations
+    whatever its size); each call's reductions run over its block of heads.
 
     Parameters
     ----------
@@ -46,7 +85,11 @@ def logit_stats(
     rows, queries : torch.Tensor, int, optional
         Each sampled row's query index (where a fully masked row is), and the query count:
         the entropy and saturation leave padding queries out (``_real_rows``).
+    calls : int
+        How many calls the heads axis (third-to-last) joins, in equal blocks.
     """
+    if calls > 1 and (logits.dim() < 3 or logits.shape[-3] % calls):
+        raise ValueError(f"calls={calls} must divide the heads axis of {tuple(logits.shape)}")
     x = logits.detach().float()
     finite, masked, sinks, invalid = _classify(x, mask, sink, mask_value)
     count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
@@ -54,25 +97,63 @@ def logit_stats(
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
     # centred on the row maximum: the valid logits minus it (<= 0), the others -inf
     centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
-    out = _spread(centred, top, invalid, count) | _probabilities(
-        centred, _real_rows(count, masked, queries, rows), saturation, invalid, rows
-    )
+    spread = _spread(centred, top, invalid, count, calls)
+    real = _real_rows(count, masked, queries, rows)
+    probabilities = _probabilities(centred, real, saturation, invalid, rows, calls)
     empty, bad_out = _bad_rows(x, finite, masked, count, outputs)
-    counts = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out)
-    n_masked, n_empty, n_empty_bad, n_live_bad = (int(v) for v in counts[:4])
+    per_call = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out, calls)
+    return [
+        {**spread[c], **probabilities[c], **_masking(counts, x, count, empty, rows, c, calls)}
+        | ({} if sink is not None else {"sink_share": None})
+        for c, counts in enumerate(per_call)
+    ]
+
+
+def _masking(
+    counts: list[float],
+    x: torch.Tensor,
+    count: torch.Tensor,
+    empty: torch.Tensor,
+    rows: torch.Tensor | None,
+    c: int,
+    calls: int,
+) -> dict[str, Any]:
+    """Call ``c``'s counts of masked, empty and non-finite entries and rows (``_mask_counts``),
+    as statistics."""
+    numel, n_rows = x.numel() // calls, count.numel() // calls
+    n_masked, n_empty, n_empty_bad, n_live_bad, n_valid = (int(v) for v in counts[:5])
     return {
-        **out,
-        "masked_fraction": n_masked / max(x.numel(), 1),
-        "mask_leak": counts[4],
-        "sink_share": counts[5] if sink is not None else None,
+        "masked_fraction": n_masked / max(numel, 1),
+        "mask_leak": counts[5],
+        "sink_share": counts[6],
         "masked_rows": n_empty,
         "masked_rows_nonfinite": n_empty_bad,
-        "first_masked_row": _first_empty(empty, rows) if n_empty else None,
-        "nonfinite_logits": x.numel() - int(count.sum()) - n_masked - int(counts[6]),
+        "first_masked_row": _first_empty(_block(empty, c, calls), rows) if n_empty else None,
+        "nonfinite_logits": numel - n_valid - n_masked - int(counts[7]),
         "nonfinite_outputs": n_live_bad,
-        "sampled_rows": int(count.numel()),
+        "sampled_rows": n_rows,
         "keys": int(x.shape[-1]) if x.dim() else None,
     }
+
+
+def _per_call(t: torch.Tensor, calls: int, axis: int, reduce: str = "sum") -> torch.Tensor:
+    """(calls,): ``t`` reduced (``sum``, ``amax`` or ``amin``) over each call's entries,
+    where ``axis`` (negative) is the heads axis that joins the calls in equal blocks. Without
+    a heads axis, one call: everything."""
+    op = getattr(torch, reduce)
+    if t.dim() < -axis:
+        return op(t).reshape(1)
+    others = tuple(i for i in range(t.dim()) if i != t.dim() + axis)
+    per_head = op(t, dim=others) if others else t
+    return op(per_head.reshape(calls, -1), dim=-1)
+
+
+def _block(t: torch.Tensor, c: int, calls: int) -> torch.Tensor:
+    """Call ``c``'s block of a per-row tensor (..., calls x heads, rows)."""
+    if calls == 1:
+        return t
+    heads = t.shape[-2] // calls
+    return t[..., c * heads : (c + 1) * heads, :]
 
 
 def _real_rows(
@@ -118,33 +199,40 @@ def _mask_counts(
     top: torch.Tensor,
     empty: torch.Tensor,
     bad_out: torch.Tensor,
-) -> list[float]:
-    """Masked entries, empty rows (those with a bad output), other bad rows, the largest
-    share masked keys still take, the sinks' mean share and the sink entries, in one
-    transfer (one device sync on GPU)."""
+    calls: int,
+) -> list[list[float]]:
+    """Per call: masked entries, empty rows (those with a bad output), other bad rows, valid
+    entries, the largest share masked keys still take, the sinks' mean share and the sink
+    entries, in one transfer (one device sync on GPU)."""
     # the probability the masked entries still take: their max against the valid keys'
     # (the sink columns' too), and the full softmax only where that is not negligible
     leak = masked if finite is None else masked & finite
     xf = x if finite is None else x.masked_fill(~finite, -math.inf)  # NaN and +inf out
     others = top if sinks is None else xf.masked_fill(leak, -math.inf).amax(-1, True)
+    n_valid = _per_call(count, calls, -2)
     if finite is None and sinks is None:  # every invalid entry is a masked one
-        n_masked = x.numel() - count.sum()
+        n_masked = x.numel() // calls - n_valid
     else:
-        n_masked = torch.count_nonzero(masked).float()
-    zero = _zero(x)
+        n_masked = _per_call(masked, calls, -3).float()
+    zeros = _zero(x).expand(calls)
+    rows = (-2, "sum")
     return torch.stack(
         [
             n_masked,
-            empty.sum().float(),
-            (empty & bad_out).sum().float(),
-            (~empty & bad_out).sum().float(),
-            _share(xf, leak, others, empty).max() if bool(n_masked > 0) else zero,
-            zero
+            _per_call(empty, calls, *rows).float(),
+            _per_call(empty & bad_out, calls, *rows).float(),
+            _per_call(~empty & bad_out, calls, *rows).float(),
+            n_valid,
+            _per_call(_share(xf, leak, others, empty), calls, -2, "amax")
+            if bool((n_masked > 0).any())
+            else zeros,
+            zeros
             if sinks is None
-            else _share(xf, sinks, None, empty).sum() / (~empty).sum().clamp_min(1),
-            zero if sinks is None else sinks.sum().float(),
+            else _per_call(_share(xf, sinks, None, empty), calls, *rows)
+            / _per_call(~empty, calls, *rows).clamp_min(1),
+            zeros if sinks is None else _per_call(sinks, calls, -3).float(),
         ]
-    ).tolist()
+    ).T.tolist()
 
 
 def _first_empty(empty: torch.Tensor, rows: torch.Tensor | None) -> tuple[int, ...]:
@@ -183,8 +271,12 @@ def _classify(
 
 
 def _spread(
-    centred: torch.Tensor, top: torch.Tensor, invalid: torch.Tensor, count: torch.Tensor
-) -> dict[str, float]:
+    centred: torch.Tensor,
+    top: torch.Tensor,
+    invalid: torch.Tensor,
+    count: torch.Tensor,
+    calls: int,
+) -> list[dict[str, float]]:
     """Mean, within-row standard deviation and largest size of the valid logits, from the
     logits centred on their row maxima ``top`` (sums of values near 0: no cancellation)."""
     c0 = centred.masked_fill(invalid, 0.0)
@@ -193,21 +285,28 @@ def _spread(
     row_sq = torch.linalg.vector_norm(c0, dim=-1).double().square()
     low = torch.where(live, c0.amin(-1) + top.squeeze(-1), 0.0)  # the smallest valid logit
     high = torch.where(live, top.squeeze(-1), 0.0)
-    tot, xsum, sq, max_abs = torch.stack(
+    # rows without a valid logit add 0 to each (their low and high are 0)
+    per_call = torch.stack(
         [
-            count.sum().double(),
-            (row_sum.double() + count.double() * high.double()).sum(),
-            (row_sq - row_sum.double().square() / count.double().clamp_min(1)).sum(),
-            torch.maximum(-low, high).amax().double() if live.any() else _zero(row_sq),
+            _per_call(count.double(), calls, -2),
+            _per_call(row_sum.double() + count.double() * high.double(), calls, -2),
+            _per_call(row_sq - row_sum.double().square() / count.double().clamp_min(1), calls, -2),
+            _per_call(torch.maximum(-low, high).double(), calls, -2, "amax"),
         ]
-    ).tolist()
-    if tot == 0:
-        return {"logit_mean": math.nan, "logit_std": math.nan, "max_abs_logit": math.nan}
-    return {
-        "logit_mean": xsum / tot,
-        "logit_std": math.sqrt(max(sq, 0.0) / tot),
-        "max_abs_logit": max_abs,
-    }
+    ).T.tolist()
+    out = []
+    for tot, xsum, sq, max_abs in per_call:
+        if tot == 0:
+            out.append({"logit_mean": math.nan, "logit_std": math.nan, "max_abs_logit": math.nan})
+        else:
+            out.append(
+                {
+                    "logit_mean": xsum / tot,
+                    "logit_std": math.sqrt(max(sq, 0.0) / tot),
+                    "max_abs_logit": max_abs,
+                }
+            )
+    return out
 
 
 _EXP_FLOOR = 80.0
@@ -223,10 +322,11 @@ def _probabilities(
     saturation: float,
     invalid: torch.Tensor,
     rows: torch.Tensor | None,
-) -> dict[str, Any]:
-    """Entropy, largest probability and saturation of the softmax over the valid keys, and per
-    head the mean normalized entropy, the weight on key 0 and the head's structure (its sink
-    key and positional pattern, see ``structure``).
+    calls: int,
+) -> list[dict[str, Any]]:
+    """Per call: entropy, largest probability and saturation of the softmax over the valid
+    keys, and per head the mean normalized entropy, the weight on key 0 and the head's
+    structure (its sink key and positional pattern, see ``structure``).
 
     ``centred`` holds the valid logits minus their row maximum and -inf elsewhere (``invalid``);
     it is overwritten. ``rows``: the query position of each row.
@@ -250,45 +350,73 @@ def _probabilities(
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
     pmax = torch.where(live, total.reciprocal(), zero)
     saturated = ((pmax > saturation) & live).to(xc.dtype)
-    heads, min_head = _head_means(frac, torch.where(live, first, zero), saturated, live, xc.dim())
+    heads, min_head = _head_means(
+        frac, torch.where(live, first, zero), saturated, live, xc.dim(), calls
+    )
     found = _structure(xc, (ent, count, p0, seen), tops, sink, rows)  # (5, heads)
-    n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = torch.stack(
+    per_call = torch.stack(
         [
-            live.sum().to(xc.dtype),
-            torch.where(live, ent, zero).sum(),
-            frac.sum(),
+            _per_call(live.to(xc.dtype), calls, -2),
+            _per_call(torch.where(live, ent, zero), calls, -2),
+            _per_call(frac, calls, -2),
             min_head.to(xc.dtype),
-            pmax.sum(),
-            saturated.sum(),
+            _per_call(pmax, calls, -2),
+            _per_call(saturated, calls, -2),
         ]
-    ).tolist()
+    )  # (6, calls)
+    return _probability_stats(per_call, torch.cat([heads, found]), calls)
+
+
+def _probability_stats(
+    per_call: torch.Tensor, per_head: torch.Tensor, calls: int
+) -> list[dict[str, Any]]:
+    """``_probabilities``'s statistics per call, from its sums (6, calls) and the per-head
+    means and structure (8, calls x heads), in one transfer."""
+    flat = torch.cat([per_call.double().reshape(-1), per_head.reshape(-1)]).tolist()
+    sums, heads = flat[: 6 * calls], flat[6 * calls :]
+    n_heads = len(heads) // (8 * calls)
     nan = math.nan
-    head_entropy, head_first, head_saturated, *shape = torch.cat([heads, found]).tolist()
-    return {
-        **{f"head_{k}": tuple(v) for k, v in zip(_STRUCTURE, shape, strict=True)},
-        "entropy": ent_sum / n_rows if n_rows else nan,
-        "normalized_entropy": frac_sum / n_rows if n_rows else nan,
-        "min_head_normalized_entropy": min_head_f if n_rows else nan,
-        "head_normalized_entropy": tuple(head_entropy),
-        "head_first_key_weight": tuple(head_first),
-        "head_saturated_fraction": tuple(head_saturated),
-        "max_probability": pmax_sum / n_rows if n_rows else nan,
-        "saturated_fraction": sat / n_rows if n_rows else 0.0,
-    }
+    out = []
+    for c in range(calls):
+        n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = sums[c::calls]
+        head_entropy, head_first, head_saturated, *shape = (
+            tuple(heads[(r * calls + c) * n_heads : (r * calls + c + 1) * n_heads])
+            for r in range(8)
+        )
+        out.append(
+            {
+                **{f"head_{k}": v for k, v in zip(_STRUCTURE, shape, strict=True)},
+                "entropy": ent_sum / n_rows if n_rows else nan,
+                "normalized_entropy": frac_sum / n_rows if n_rows else nan,
+                "min_head_normalized_entropy": min_head_f if n_rows else nan,
+                "head_normalized_entropy": head_entropy,
+                "head_first_key_weight": head_first,
+                "head_saturated_fraction": head_saturated,
+                "max_probability": pmax_sum / n_rows if n_rows else nan,
+                "saturated_fraction": sat / n_rows if n_rows else 0.0,
+            }
+        )
+    return out
 
 
 def _head_means(
-    frac: torch.Tensor, first: torch.Tensor, saturated: torch.Tensor, live: torch.Tensor, dim: int
+    frac: torch.Tensor,
+    first: torch.Tensor,
+    saturated: torch.Tensor,
+    live: torch.Tensor,
+    dim: int,
+    calls: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per head (heads are the third-to-last axis), over the rows with two or more keys: the
     mean normalized entropy, the mean weight on key 0 and the share of saturated rows, shaped
-    (3, heads) with NaN for a head without such rows; and the lowest head's mean entropy."""
+    (3, heads) with NaN for a head without such rows; and per call its lowest head's mean
+    entropy (calls,)."""
     axes = tuple(i for i in range(frac.dim()) if i != frac.dim() - 2) if dim >= 3 else None
     heads_live = live.sum(dim=axes).reshape(-1)
     per_head = frac.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
     first_per_head = first.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
     saturated_per_head = saturated.sum(dim=axes).reshape(-1) / heads_live.clamp_min(1)
-    min_head = torch.where(heads_live > 0, per_head, math.inf).min()
+    min_head = torch.where(heads_live > 0, per_head, math.inf).reshape(calls, -1).amin(-1)
     means = torch.stack([per_head, first_per_head, saturated_per_head])
     return means.where(heads_live > 0, math.nan), min_head
 
@@ -367,67 +495,117 @@ def _share(
     return torch.where(empty, zero, share.nan_to_num(0.0))
 
 
+@dataclasses.dataclass(frozen=True)
+class RowSums:
+    """Per row of a tensor's last axis that holds no NaN or infinity, the sum of its squares
+    and its sum (float64, flat); and how many non-finite entries the tensor held."""
+
+    sq: torch.Tensor
+    total: torch.Tensor
+    bad: int
+    width: int
+
+
 @torch.no_grad()
+def row_sums(t: torch.Tensor | None) -> RowSums | None:
+    """The per-row sums of ``t`` (None where it is missing, a scalar or empty): two passes,
+    after which ``t`` itself is no longer needed."""
+    if t is None or t.dim() == 0 or t.numel() == 0:
+        return None
+    f = t.detach().float()  # not reshaped: a transposed q would be copied
+    # per row in one pass, then in float64: no cancellation in the sums over rows
+    sq = torch.linalg.vector_norm(f, dim=-1).double().square().reshape(-1)
+    total = f.sum(-1).double().reshape(-1)
+    ok = torch.isfinite(sq + total)
+    if bool(ok.all()):
+        return RowSums(sq, total, 0, t.shape[-1])
+    return RowSums(sq[ok], total[ok], int((~torch.isfinite(f)).sum()), t.shape[-1])
+
+
 def qk_spreads(
     q: torch.Tensor | None, k: torch.Tensor | None, scale: float | None, *, rows: bool
 ) -> dict[str, Any]:
-    """The spread of q and k: the standard deviation of their entries, how much their row
-    norms vary, and the bound those norms put on the logits.
+    """The spread of q and k of one call; see [grouped_qk_spreads][] (``q`` and ``k`` as
+    tensors)."""
+    return grouped_qk_spreads([(row_sums(q), row_sums(k), scale, rows)])[0]
+
+
+@torch.no_grad()
+def grouped_qk_spreads(
+    calls: Sequence[tuple[RowSums | None, RowSums | None, float | None, bool]],
+) -> list[dict[str, Any]]:
+    """Per call, given the [row_sums][] of its q and k, its scale and ``rows``: the spread of
+    q and k, the standard deviation of their entries, how much their row norms vary, and the
+    bound those norms put on the logits.
 
     With ``rows``, ``q`` and ``k`` hold one query (key) per row of their last axis, the axis
     q·k sums over; otherwise only the standard deviations are known. ``qk_norm_cv`` is the
     larger of the two coefficients of variation of the row norms (0 when q and k are
     normalised per head); ``logit_bound`` is scale x max |q| x max |k|, which no logit can
     exceed. Rows holding a non-finite entry are left out; ``nonfinite_inputs`` counts the
-    NaN and infinite entries of q and k. Two passes per tensor, a sum and
-    a sum of squares per row; the rest is arithmetic on one value per row.
+    NaN and infinite entries of q and k. The moments of all calls' rows are taken together,
+    those of equally many rows in one stack.
     """
-    out: dict[str, Any] = {
-        "q_std": None,
-        "k_std": None,
-        "qk_norm_cv": None,
-        "logit_bound": None,
-        "nonfinite_inputs": 0,
-    }
-    norm_cv, norm_max = [], []
-    for name, t in (("q_std", q), ("k_std", k)):
-        if t is None or t.dim() == 0 or t.numel() == 0:
-            continue
-        n_sum, n_sq, n_rows, mean, std, high, bad = _row_moments(t)
-        out["nonfinite_inputs"] += bad
-        n = n_rows * t.shape[-1]
-        if n >= 2:
-            mean_x = n_sum / n
-            out[name] = math.sqrt(max((n_sq - n * mean_x * mean_x) / (n - 1), 0.0))
-        if n_rows >= 2 and mean > 0:
-            norm_cv.append(std / mean)
-            norm_max.append(high)
-    if rows and scale is not None and len(norm_cv) == 2:
-        out["qk_norm_cv"] = max(norm_cv)
-        out["logit_bound"] = abs(scale) * norm_max[0] * norm_max[1]
+    sums = [s for q, k, _, _ in calls for s in (q, k) if s is not None]
+    moments = dict(zip(map(id, sums), _row_moments(sums), strict=True))
+    out = []
+    for q, k, scale, rows in calls:
+        spread: dict[str, Any] = {
+            "q_std": None,
+            "k_std": None,
+            "qk_norm_cv": None,
+            "logit_bound": None,
+            "nonfinite_inputs": 0,
+        }
+        norm_cv, norm_max = [], []
+        for name, t in (("q_std", q), ("k_std", k)):
+            if t is None:
+                continue
+            n_sum, n_sq, mean, std, high = moments[id(t)]
+            spread["nonfinite_inputs"] += t.bad
+            n_rows = t.sq.numel()
+            n = n_rows * t.width
+            if n >= 2:
+                mean_x = n_sum / n
+                spread[name] = math.sqrt(max((n_sq - n * mean_x * mean_x) / (n - 1), 0.0))
+            if n_rows >= 2 and mean > 0:
+                norm_cv.append(std / mean)
+                norm_max.append(high)
+        if rows and scale is not None and len(norm_cv) == 2:
+            spread["qk_norm_cv"] = max(norm_cv)
+            spread["logit_bound"] = abs(scale) * norm_max[0] * norm_max[1]
+        out.append(spread)
     return out
 
 
-def _row_moments(t: torch.Tensor) -> tuple[float, float, int, float, float, float, int]:
-    """Over the rows of ``t``'s last axis that hold no NaN or infinity: the sum of the entries
-    and of their squares, the count of such rows, and the mean, standard deviation and largest
-    of their norms; and the count of non-finite entries."""
-    f = t.detach().float()  # not reshaped: a transposed q would be copied
-    sq = f.square().sum(-1).double().reshape(-1)  # per row, then in float64: no cancellation
-    total = f.sum(-1).double().reshape(-1)
-    ok = torch.isfinite(sq + total)
-    bad = 0
-    if not bool(ok.all()):
-        sq, total = sq[ok], total[ok]
-        bad = int((~torch.isfinite(f)).sum())
-    norms = sq.sqrt()
-    zero = torch.zeros((), dtype=sq.dtype, device=sq.device)
-    many = norms.numel() >= 2  # one transfer for all five
-    n_sum, n_sq, mean, std, high = torch.stack(
-        [
-            total.sum(),
-            sq.sum(),
-            *((norms.mean(), norms.std(), norms.max()) if many else (zero, zero, zero)),
-        ]
-    ).tolist()
-    return n_sum, n_sq, int(sq.numel()), mean, std, high, bad
+def _row_moments(sums: Sequence[RowSums]) -> list[list[float]]:
+    """Per [RowSums][]: the sum of the entries and of their squares, and the mean, standard
+    deviation and largest of the row norms (0 for fewer than two rows), in one transfer."""
+    if not sums:
+        return []
+    by_rows: dict[int, list[int]] = {}
+    for i, s in enumerate(sums):
+        by_rows.setdefault(s.sq.numel(), []).append(i)
+    parts, order = [], []
+    for n, members in by_rows.items():
+        sq = torch.stack([sums[i].sq for i in members])  # (calls, rows)
+        total = torch.stack([sums[i].total for i in members])
+        norms = sq.sqrt()
+        zero = torch.zeros(len(members), dtype=sq.dtype, device=sq.device)
+        many = n >= 2
+        parts.append(
+            torch.stack(
+                [
+                    total.sum(-1),
+                    sq.sum(-1),
+                    *((norms.mean(-1), norms.std(-1), norms.amax(-1)) if many else (zero,) * 3),
+                ],
+                dim=-1,
+            )
+        )
+        order += members
+    flat = torch.cat(parts).tolist()
+    out: list[list[float]] = [[] for _ in sums]
+    for i, values in zip(order, flat, strict=True):
+        out[i] = values
+    return out
