@@ -75,6 +75,13 @@ class AttentionMonitor:
     ``expected_scale`` (or by one of this library's strategies). A bug
     repeated at many sites is one finding that lists them.
 
+    Each call is read while the model runs (a sample of its logits, and what its code
+    says of the scale and masks); its statistics are computed when the outermost module
+    returns, together with those of the other calls of that forward pass, so that a
+    model's layers, which make calls of one shape, are measured in one pass. They are also
+    computed before a step is logged, at [report][attnscale.AttentionMonitor.report], and
+    on exit.
+
     Parameters
     ----------
     model : torch.nn.Module or iterable of them, optional

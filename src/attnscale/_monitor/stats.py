@@ -374,13 +374,13 @@ def _probability_stats(
     means and structure (8, calls x heads), in one transfer."""
     flat = torch.cat([per_call.double().reshape(-1), per_head.reshape(-1)]).tolist()
     sums, heads = flat[: 6 * calls], flat[6 * calls :]
-    n_heads = len(heads) // (8 * calls)
+    num_heads = len(heads) // (8 * calls)
     nan = math.nan
     out = []
     for c in range(calls):
         n_rows, ent_sum, frac_sum, min_head_f, pmax_sum, sat = sums[c::calls]
         head_entropy, head_first, head_saturated, *shape = (
-            tuple(heads[(r * calls + c) * n_heads : (r * calls + c + 1) * n_heads])
+            tuple(heads[(r * calls + c) * num_heads : (r * calls + c + 1) * num_heads])
             for r in range(8)
         )
         out.append(
