@@ -1201,9 +1201,10 @@ def _same_statistics(a: dict, b: dict, rel: float = 1e-5) -> None:
     assert a.keys() == b.keys()
     for key, va in a.items():
         vb = b[key]
-        if isinstance(va, tuple | list) and va and isinstance(va[0], float):
-            assert vb == pytest.approx(va, rel=rel, abs=1e-6, nan_ok=True), key
-        elif isinstance(va, float):
+        floats = isinstance(va, float) or (
+            isinstance(va, tuple | list) and bool(va) and isinstance(va[0], float)
+        )
+        if floats:
             assert vb == pytest.approx(va, rel=rel, abs=1e-6, nan_ok=True), key
         else:
             assert va == vb, key

@@ -703,25 +703,27 @@ class Capture(TorchFunctionMode):
             if id(entry) in measured:
                 self._store(entry, measured[id(entry)], spread)
 
-    def _grouped(self, members: list[Pending], key: tuple[Any, ...]) -> list[dict | None]:
+    def _grouped(self, members: list[Pending], key: tuple[Any, ...]) -> list[dict[str, Any] | None]:
         """The statistics of calls of one group (``_group_key``), together where they can be
         joined; one by one if that fails, each error counted at its call's site."""
         first = members[0]
-        kw = {"mask_value": self.mask_value, "saturation": self.saturation}
+        kw: dict[str, Any] = {"mask_value": self.mask_value, "saturation": self.saturation}
         if len(members) > 1 and key[0] is not None:
             try:
-                return grouped_logit_stats(  # type: ignore[return-value]
-                    torch.cat([e.call.logits for e in members], dim=-3),
-                    mask=_joined([e.call.mask for e in members], first.call.logits),
-                    outputs=_joined([e.call.outputs for e in members], None),
-                    rows=first.rows,
-                    queries=_queries(first),
-                    calls=len(members),
-                    **kw,
-                )
+                return [
+                    *grouped_logit_stats(
+                        torch.cat([e.call.logits for e in members], dim=-3),
+                        mask=_joined([e.call.mask for e in members], first.call.logits),
+                        outputs=_joined([e.call.outputs for e in members], None),
+                        rows=first.rows,
+                        queries=_queries(first),
+                        calls=len(members),
+                        **kw,
+                    )
+                ]
             except Exception:  # measured one by one below, where the error is counted
                 pass
-        out: list[dict | None] = []
+        out: list[dict[str, Any] | None] = []
         for e in members:
             try:
                 out.append(
@@ -746,7 +748,7 @@ class Capture(TorchFunctionMode):
         max_abs_qk, scale = call.max_abs_qk, call.scale
         if max_abs_qk is None and call.dtype == torch.float16 and scale not in (None, 0.0):
             # the logits before the scale, where the scale is applied after the product
-            max_abs_qk = float(stats["max_abs_logit"]) / abs(scale)  # type: ignore[arg-type]
+            max_abs_qk = float(stats["max_abs_logit"]) / abs(scale)
         s = AttentionStats(
             step=0,
             path=call.path,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -140,7 +140,7 @@ def _per_call(t: torch.Tensor, calls: int, axis: int, reduce: str = "sum") -> to
     """(calls,): ``t`` reduced (``sum``, ``amax`` or ``amin``) over each call's entries,
     where ``axis`` (negative) is the heads axis that joins the calls in equal blocks. Without
     a heads axis, one call: everything."""
-    op = getattr(torch, reduce)
+    op: Callable[..., torch.Tensor] = getattr(torch, reduce)
     if t.dim() < -axis:
         return op(t).reshape(1)
     others = tuple(i for i in range(t.dim()) if i != t.dim() + axis)
