@@ -93,7 +93,7 @@ def grouped_logit_stats(
     x = logits.detach().float()
     finite, masked, sinks, invalid = _classify(x, mask, sink, mask_value)
     count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
-    xm = x.masked_fill(invalid, -math.inf)
+    xm = torch.where(invalid, -math.inf, x)  # (faster than masked_fill on a CPU)
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
     # centred on the row maximum: the valid logits minus it (<= 0), the others -inf
     centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
@@ -279,7 +279,7 @@ def _spread(
 ) -> list[dict[str, float]]:
     """Mean, within-row standard deviation and largest size of the valid logits, from the
     logits centred on their row maxima ``top`` (sums of values near 0: no cancellation)."""
-    c0 = centred.masked_fill(invalid, 0.0)
+    c0 = torch.nan_to_num(centred, neginf=0.0)  # invalid entries, and only they, are -inf
     live = count > 0
     row_sum = c0.sum(-1)  # (..., rows)
     row_sq = torch.linalg.vector_norm(c0, dim=-1).double().square()
