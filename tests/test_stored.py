@@ -311,6 +311,10 @@ def _skip_while_in_progress(name: str) -> None:
         return
     done, total = stored.progress(name)
     assert 0 < done < total, f"no gallery page uses experiment {name}, yet {done} of {total} parts"
+    folder = stored.RESULTS / name
+    listed = json.loads((folder / "provenance.json").read_text())["parts"]
+    missing = [part for part in listed if not (folder / f"{part}.npz").exists()]
+    assert not missing, f"{name}: parts in its provenance without their arrays: {missing}"
     pytest.skip(f"{name}: its full run is being made ({done} of {total} parts stored)")
 
 
