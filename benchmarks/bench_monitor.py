@@ -82,39 +82,30 @@ def verdict(interval: tuple[float, float], target: float) -> str:
 
 
 stats_seconds = 0.0
-_guarded = capture.Capture._guarded
 
 
 statistics_on = True  # off: the monitor intercepts and follows lineages, computes nothing
 
 
-def timed_guarded(self: capture.Capture, where: str, kind: str, fn: Callable[[], object]) -> None:
-    """Capture._guarded, adding up the time spent in the monitor's statistics."""
-    global stats_seconds
-    if not statistics_on:
-        return
-    t0 = time.perf_counter()
-    try:
-        _guarded(self, where, kind, fn)
-    finally:
-        stats_seconds += time.perf_counter() - t0
+def timed_statistics(method: Callable[..., None]) -> Callable[..., None]:
+    """A Capture method (reading calls, or measuring them at a flush), adding its time to
+    ``stats_seconds``; skipped while the statistics are off."""
+
+    def run(self: capture.Capture, *args: object) -> None:
+        global stats_seconds
+        if not statistics_on:
+            return
+        t0 = time.perf_counter()
+        try:
+            method(self, *args)
+        finally:
+            stats_seconds += time.perf_counter() - t0
+
+    return run
 
 
-capture.Capture._guarded = timed_guarded  # type: ignore[method-assign]
-_flush = capture.Capture.flush
-
-
-def timed_flush(self: capture.Capture) -> None:
-    """Capture.flush (the statistics of the calls read since the last one), timed alike."""
-    global stats_seconds
-    t0 = time.perf_counter()
-    try:
-        _flush(self)
-    finally:
-        stats_seconds += time.perf_counter() - t0
-
-
-capture.Capture.flush = timed_flush  # type: ignore[method-assign]
+capture.Capture._guarded = timed_statistics(capture.Capture._guarded)  # type: ignore[method-assign]
+capture.Capture.flush = timed_statistics(capture.Capture.flush)  # type: ignore[method-assign]
 
 
 def encoder() -> tuple[nn.Module, Callable[[], object]]:

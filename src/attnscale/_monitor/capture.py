@@ -654,8 +654,7 @@ class Capture(TorchFunctionMode):
         if call.gradient is not None:
             self.watch_gradient(*call.gradient, entry, where)
         if len(self._pending) >= MAX_PENDING:
-            with self._single_thread():
-                self._flush()
+            self.flush()
         return entry
 
     def flush(self) -> None:
@@ -706,41 +705,34 @@ class Capture(TorchFunctionMode):
     def _grouped(self, members: list[Pending], key: tuple[Any, ...]) -> list[dict[str, Any] | None]:
         """The statistics of calls of one group (``_group_key``), together where they can be
         joined; one by one if that fails, each error counted at its call's site."""
-        first = members[0]
-        kw: dict[str, Any] = {"mask_value": self.mask_value, "saturation": self.saturation}
         if len(members) > 1 and key[0] is not None:
             try:
-                return [
-                    *grouped_logit_stats(
-                        torch.cat([e.call.logits for e in members], dim=-3),
-                        mask=_joined([e.call.mask for e in members], first.call.logits),
-                        outputs=_joined([e.call.outputs for e in members], None),
-                        rows=first.rows,
-                        queries=_queries(first),
-                        calls=len(members),
-                        **kw,
-                    )
-                ]
+                return [*self._measure(members)]
             except Exception:  # measured one by one below, where the error is counted
                 pass
         out: list[dict[str, Any] | None] = []
         for e in members:
             try:
-                out.append(
-                    grouped_logit_stats(
-                        e.call.logits,
-                        mask=e.call.mask,
-                        sink=e.call.sink,
-                        outputs=e.call.outputs,
-                        rows=e.rows,
-                        queries=_queries(e),
-                        **kw,
-                    )[0]
-                )
+                out.append(self._measure([e])[0])
             except Exception as err:  # never break the model: report instead
                 self.errors[(e.where, f"{e.call.kind}: {type(err).__name__}: {err}")] += 1
                 out.append(None)
         return out
+
+    def _measure(self, members: list[Pending]) -> list[dict[str, Any]]:
+        """The statistics of calls that ``_group_key`` puts together, one dict per call."""
+        first = members[0]
+        return grouped_logit_stats(
+            _joined([e.call.logits for e in members], None),  # type: ignore[arg-type]
+            mask=_joined([e.call.mask for e in members], first.call.logits),
+            sink=first.call.sink,  # a call with sink columns is measured alone
+            outputs=_joined([e.call.outputs for e in members], None),
+            rows=first.rows,
+            queries=_queries(first),
+            calls=len(members),
+            mask_value=self.mask_value,
+            saturation=self.saturation,
+        )
 
     def _store(self, entry: Pending, stats: dict[str, Any], spread: dict[str, Any]) -> None:
         """One call's statistics, recorded at its site."""
@@ -996,6 +988,8 @@ def _joined(parts: list[torch.Tensor | None], like: torch.Tensor | None) -> torc
     """Per-call tensors joined along the heads axis (masks broadcast to ``like``'s shape)."""
     if parts[0] is None:
         return None
+    if len(parts) == 1:
+        return parts[0]
     if like is not None:
         parts = [p.expand(like.shape) for p in parts]  # type: ignore[union-attr]
     return torch.cat(parts, dim=-3)  # type: ignore[arg-type]

@@ -21,29 +21,10 @@ __all__ = [
 ]
 
 
-def logit_stats(
-    logits: torch.Tensor,
-    *,
-    mask: torch.Tensor | None = None,
-    sink: torch.Tensor | None = None,
-    mask_value: float,
-    saturation: float,
-    outputs: torch.Tensor | None = None,
-    rows: torch.Tensor | None = None,
-    queries: int | None = None,
-) -> dict[str, Any]:
-    """Statistics of one call's attention logits, of shape (..., rows, k_len); see
-    [grouped_logit_stats][attnscale._monitor.stats.grouped_logit_stats] for the arguments."""
-    return grouped_logit_stats(
-        logits,
-        mask=mask,
-        sink=sink,
-        mask_value=mask_value,
-        saturation=saturation,
-        outputs=outputs,
-        rows=rows,
-        queries=queries,
-    )[0]
+def logit_stats(logits: torch.Tensor, **kwargs: Any) -> dict[str, Any]:
+    """Statistics of one call's attention logits, of shape (..., rows, k_len); the keywords
+    are [grouped_logit_stats][attnscale._monitor.stats.grouped_logit_stats]'s."""
+    return grouped_logit_stats(logits, **kwargs)[0]
 
 
 @torch.no_grad()
@@ -102,9 +83,9 @@ def grouped_logit_stats(
     probabilities = _probabilities(centred, real, saturation, invalid, rows, calls)
     empty, bad_out = _bad_rows(x, finite, masked, count, outputs)
     per_call = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out, calls)
+    masking = (x, count, empty, rows, sink is not None)
     return [
-        {**spread[c], **probabilities[c], **_masking(counts, x, count, empty, rows, c, calls)}
-        | ({} if sink is not None else {"sink_share": None})
+        {**spread[c], **probabilities[c], **_masking(counts, *masking, c, calls)}
         for c, counts in enumerate(per_call)
     ]
 
@@ -115,6 +96,7 @@ def _masking(
     count: torch.Tensor,
     empty: torch.Tensor,
     rows: torch.Tensor | None,
+    has_sink: bool,
     c: int,
     calls: int,
 ) -> dict[str, Any]:
@@ -125,7 +107,7 @@ def _masking(
     return {
         "masked_fraction": n_masked / max(numel, 1),
         "mask_leak": counts[5],
-        "sink_share": counts[6],
+        "sink_share": counts[6] if has_sink else None,
         "masked_rows": n_empty,
         "masked_rows_nonfinite": n_empty_bad,
         "first_masked_row": _first_empty(_block(empty, c, calls), rows) if n_empty else None,
@@ -137,7 +119,7 @@ def _masking(
 
 
 def _per_call(t: torch.Tensor, calls: int, axis: int, reduce: str = "sum") -> torch.Tensor:
-    """(calls,): ``t`` reduced (``sum``, ``amax`` or ``amin``) over each call's entries,
+    """(calls,): ``t`` reduced (``sum`` or ``amax``) over each call's entries,
     where ``axis`` (negative) is the heads axis that joins the calls in equal blocks. Without
     a heads axis, one call: everything."""
     op: Callable[..., torch.Tensor] = getattr(torch, reduce)
@@ -215,21 +197,20 @@ def _mask_counts(
     else:
         n_masked = _per_call(masked, calls, -3).float()
     zeros = _zero(x).expand(calls)
-    rows = (-2, "sum")
     return torch.stack(
         [
             n_masked,
-            _per_call(empty, calls, *rows).float(),
-            _per_call(empty & bad_out, calls, *rows).float(),
-            _per_call(~empty & bad_out, calls, *rows).float(),
+            _per_call(empty, calls, -2).float(),
+            _per_call(empty & bad_out, calls, -2).float(),
+            _per_call(~empty & bad_out, calls, -2).float(),
             n_valid,
             _per_call(_share(xf, leak, others, empty), calls, -2, "amax")
             if bool((n_masked > 0).any())
             else zeros,
             zeros
             if sinks is None
-            else _per_call(_share(xf, sinks, None, empty), calls, *rows)
-            / _per_call(~empty, calls, *rows).clamp_min(1),
+            else _per_call(_share(xf, sinks, None, empty), calls, -2)
+            / _per_call(~empty, calls, -2).clamp_min(1),
             zeros if sinks is None else _per_call(sinks, calls, -3).float(),
         ]
     ).T.tolist()
