@@ -367,6 +367,22 @@ def test_all_strategies_second_minima_lie_past_unstable_rates(
 
 
 @pytest.fixture(scope="module")
+def reparametrisation() -> dict[str, Any]:
+    return _run("examples/04_training/plot_05_reparametrisation.py")
+
+
+def test_gradient_clipping_ends_every_identity(reparametrisation: dict[str, Any]) -> None:
+    """Clipped to the median of the scaled Adam model's norms ("about half of its steps"),
+    every identity leaves float64 rounding, and without clipping each held."""
+    page = reparametrisation
+    assert set(page["clipped_gaps"]) == set(page["exact"]) and len(page["exact"]) == 3
+    for label, gap in page["clipped_gaps"].items():
+        assert gap > 1e-6 and page["gaps"][label] <= 1e-5
+    adam_rows = [r for r in page["clip_rows"] if r[0] == "Adam: η·c, ε/c"]
+    assert len(adam_rows) == 1 and 30 <= int(adam_rows[0][1].rstrip("%")) <= 70
+
+
+@pytest.fixture(scope="module")
 def logit_growth() -> dict[str, Any]:
     return _run("examples/04_training/plot_04_logit_growth.py")
 

@@ -85,10 +85,14 @@ x_all, y_all = attnscale.make_task("mean", BATCH * STEPS, SEQ_LEN, D_MODEL, seed
 x_all, y_all = x_all.double(), y_all.double()
 
 
-def train_pair(make_opt, qk: dict) -> tuple[np.ndarray, np.ndarray]:
+def train_pair(
+    make_opt, qk: dict, clip: float = math.inf
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Losses of the scaled model, and of the unscaled one with W_q, W_k times c and the
-    optimiser settings `qk` on those two matrices; both (steps,)."""
-    losses = []
+    optimiser settings `qk` on those two matrices; both (steps,). With `clip`, each step's
+    gradient is first clipped to that global norm over all four weights; the third array is
+    the unclipped global norms, (2, steps)."""
+    losses, norms = [], []
     for strategy, gain, settings in (("inverse_sqrt", 1.0, {}), ("none", C, qk)):
         # The seed's weights, the same for both strategies, in float64.
         model = attnscale.make_model(
@@ -102,7 +106,7 @@ def train_pair(make_opt, qk: dict) -> tuple[np.ndarray, np.ndarray]:
             {"params": [model.v_proj.weight, model.out_proj.weight]},
         ]
         opt = make_opt(groups)
-        curve = []
+        curve, norm = [], []
         for step in range(STEPS):
             batch = slice(BATCH * step, BATCH * (step + 1))
             loss = torch.nn.functional.mse_loss(
@@ -110,10 +114,12 @@ def train_pair(make_opt, qk: dict) -> tuple[np.ndarray, np.ndarray]:
             )
             opt.zero_grad()
             loss.backward()
+            norm.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip)))
             opt.step()
             curve.append(loss.item())
         losses.append(np.array(curve))
-    return losses[0], losses[1]
+        norms.append(norm)
+    return losses[0], losses[1], np.array(norms)
 
 
 def adam(groups):
@@ -143,7 +149,7 @@ CASES = {  # label: (optimiser, settings on W_q and W_k of the unscaled model)
 }
 curves, rows, gaps = {}, [], {}
 for label, (make_opt, settings) in CASES.items():
-    scaled, unscaled = train_pair(make_opt, settings)
+    scaled, unscaled, _ = train_pair(make_opt, settings)
     gap = np.abs(unscaled - scaled) / scaled
     curves[label] = gap
     gaps[label] = float(gap.max())
@@ -219,6 +225,58 @@ plt.show()
 # So "no scale" and "$1/\sqrt{d_k}$" at the same learning rate differ in two ways: where the
 # logits start (larger without the scale, for the same weights), and how fast $W_q, W_k$ learn
 # under the optimiser. A fair comparison has to separate them.
+#
+# ## Where the identity stops: gradient clipping
+#
+# Training loops often clip the gradient to a global norm, one norm over every weight, before
+# the optimiser's step. The unscaled model's $W_q$, $W_k$ gradients are $d_k^{1/4}$ times
+# larger, so its global norm is another one: clipping fires at other steps and, where both
+# models clip, by another factor, and that factor multiplies every weight's gradient, $W_v$
+# and $W_o$ included. Here the three identities run again with both models' gradients clipped
+# to one norm, the median of the scaled Adam model's unclipped norms over its run, so that
+# clipping acts on about half of its steps:
+
+# %%
+_, _, unclipped = train_pair(*CASES["Adam: η·c, ε/c (the identity)"])
+CLIP = float(np.median(unclipped[0]))
+clip_rows, clipped_gaps = [], {}
+for label in exact:
+    scaled, unscaled, norms = train_pair(*CASES[label], clip=CLIP)
+    clipped_gaps[label] = float((np.abs(unscaled - scaled) / scaled).max())
+    clip_rows.append(
+        [
+            label.removesuffix(" (the identity)"),
+            f"{(norms[0] > CLIP).mean():.0%}",
+            f"{(norms[1] > CLIP).mean():.0%}",
+            f"{gaps[label]:.1e}",
+            f"{clipped_gaps[label]:.1e}",
+        ]
+    )
+print(f"clipped to a global norm of {CLIP:.3g}")
+Table(
+    [
+        "the identity's settings",
+        "steps clipped: scaled model",
+        "unscaled model",
+        "largest relative loss gap, no clipping",
+        "clipped",
+    ],
+    clip_rows,
+)
+
+# %%
+print(
+    fold(
+        "with clipping, every identity's gap is above 1e-6, far above float64's rounding: "
+        f"{all(g > 1e-6 for g in clipped_gaps.values())}"
+    )
+)
+
+# %%
+# Clipping takes every identity off, and no setting on $W_q$ and $W_k$ alone brings it back:
+# the factor clipping applies is computed from all the weights together. Mixed precision ends
+# it too: the two models' weights and gradients sit at other points of the float grid, so they
+# round differently from the first step.
 #
 # ## What follows in practice: where the best learning rate moves
 #

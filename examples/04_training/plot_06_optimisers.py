@@ -207,7 +207,8 @@ print(
 # - **Gradient clipping by global norm** computes one norm over every parameter. The unscaled
 #   model's $W_q$, $W_k$ gradients are $1/c$ times larger, so its global norm differs, clipping
 #   fires at other steps and rescales every group's gradient ($W_v$, $W_o$ and the rest too) by
-#   another factor. Clipping couples all parameters; no setting on $W_q$, $W_k$ undoes that.
+#   another factor. Clipping couples all parameters; no setting on $W_q$, $W_k$ undoes that
+#   ([measured on the reparametrisation page](plot_05_reparametrisation.md)).
 # - **Mixed precision** rounds the two models differently: their weights and gradients sit at
 #   other points of the float grid, a dynamic loss scaler sees another gradient norm, and the
 #   unscaled product $q \cdot k$ is $\sqrt{d_k}$ times larger before any scale, closer to
