@@ -56,6 +56,13 @@ STRATEGIES: dict[str, StrategyLook] = {
 VARIANTS: dict[str, StrategyLook] = {
     "softcap_50": StrategyLook("$1/\\sqrt{d_k}$ + soft-cap 50", "#882255"),
     "none_matched": StrategyLook("no scale, matched init", "#AA4499"),
+    # the fixes for logit growth that section 4 trains (each with 1/sqrt(d_k))
+    "sigma_reparam": StrategyLook("σReparam", "#117733"),
+    "qk_clip": StrategyLook("QK-Clip", "#44AA99"),
+    "softcap": StrategyLook("soft-cap 50", "#882255"),  # softcap_50, named as the fix
+    "no_z_loss": StrategyLook("no z-loss", "#CC6677"),
+    "muon": StrategyLook("Muon", "#332288"),
+    "muon_qk_clip": StrategyLook("Muon + QK-Clip", "#661100"),
 }
 
 
