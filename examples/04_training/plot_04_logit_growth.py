@@ -512,7 +512,8 @@ signature(
     order,
     lrs,
     diff,
-    f"{terms['qk_layernorm'].mean():.3f} against {terms['inverse_sqrt'].mean():.3f} nats; "
+    f"{terms['qk_layernorm'].mean():.3f} against "
+    f"{terms['inverse_sqrt'].mean():.3f} nats; "
     f"difference {diff.text('+.3f')}; "
     f"{per_rate[top].sum() / per_rate.sum():.0%} of it from two rates",
 )
@@ -564,7 +565,7 @@ initial.update({f: runs[f][0]["loss"][:, 0] for f in FIXES})
 # Each panel is one fix against the baseline: the final held-out loss (above) and the largest
 # attention logit of the run (below), the mean over the three seeds with the lowest to highest
 # seed as a band. The soft-cap's largest logit is the capped one, which the softmax sees, so it
-# cannot pass 50. QK-Clip's is measured in the forward pass, before that step's clip.
+# cannot pass 50. QK-Clip's is measured in the forward pass, before that step's clipping.
 
 
 # %%
@@ -640,10 +641,13 @@ for f in FIXES:
         ]
     )
 base_best = int(np.nanargmin(held_out["inverse_sqrt"].mean(0)))
+base_sensitivity = intervals.mean_interval(base_terms.mean(-1))
 print(
-    f"baseline: LR sensitivity {intervals.mean_interval(base_terms.mean(-1)).text('.3f')}; "
-    f"best final loss {held_out['inverse_sqrt'].mean(0)[base_best]:.3f} at η = "
-    f"{lrs[base_best]:.2g}"
+    fold(
+        f"baseline: LR sensitivity {base_sensitivity.text('.3f')}; "
+        f"best final loss {held_out['inverse_sqrt'].mean(0)[base_best]:.3f} at η = "
+        f"{lrs[base_best]:.2g}"
+    )
 )
 Table(
     [
@@ -674,9 +678,10 @@ never = (peak["qk_clip"] <= fixes.budget["tau"]).all(0)  # (rates,): QK-Clip nev
 floor = float(
     np.abs(held_out["qk_clip"][:, never] - held_out["inverse_sqrt"][:, never]).max()
 )
+quiet = ", ".join(f"{lr:.2g}" for lr in lrs[never])
 print(
     fold(
-        f"QK-Clip where it never acted (η = {', '.join(f'{lr:.2g}' for lr in lrs[never])}): "
+        f"QK-Clip where it never acted (η = {quiet}): "
         f"largest difference from the baseline {floor:.2g} nats"
     )
 )
@@ -721,9 +726,13 @@ Table(
 
 # %%
 top_loss = {v: np.nanmax(runs[v][-1]["loss"]) for v in ("inverse_sqrt", "no_z_loss")}
+start = initial["no_z_loss"].mean()
 print(
-    f"largest training loss at η = {lrs[-1]:g}: baseline {top_loss['inverse_sqrt']:.3g}, "
-    f"no z-loss {top_loss['no_z_loss']:.3g} nats (at the start: about {initial['no_z_loss'].mean():.2f})"
+    fold(
+        f"largest training loss at η = {lrs[-1]:g}: "
+        f"baseline {top_loss['inverse_sqrt']:.3g}, "
+        f"no z-loss {top_loss['no_z_loss']:.3g} nats (at the start: about {start:.2f})"
+    )
 )
 
 # %%
@@ -769,9 +778,10 @@ long_runs = {
     v: [long.parts[f"{v}_lr{k}"] for k in long_budget["halves"]] for v in VARIANTS
 }
 for name, b in (("above", full.budget), ("here", long_budget)):
+    tokens = b["steps"] * b["batch_size"] * b["context"]
     print(
-        f"{name}: {b['layers']} layers, windows of {b['context']} bytes, {b['steps']:,} steps "
-        f"of {b['batch_size']} windows, {b['steps'] * b['batch_size'] * b['context']:,} tokens"
+        f"{name}: {b['layers']} layers, windows of {b['context']} bytes, "
+        f"{b['steps']:,} steps of {b['batch_size']} windows, {tokens:,} tokens"
     )
 long_held_out, long_peak = final_and_peak(long_runs)
 plot_sweep(

@@ -228,10 +228,10 @@ plt.show()
 #
 # ## Where the identity stops: gradient clipping
 #
-# Training loops often clip the gradient to a global norm, one norm over every weight, before
-# the optimiser's step. The unscaled model's $W_q$, $W_k$ gradients are $d_k^{1/4}$ times
-# larger, so its global norm is another one: clipping fires at other steps and, where both
-# models clip, by another factor, and that factor multiplies every weight's gradient, $W_v$
+# Training loops often scale the gradient down to a global norm, one norm over every weight,
+# before the optimiser's step (gradient clipping). The unscaled model's $W_q$, $W_k$ gradients
+# are $d_k^{1/4}$ times larger, so its global norm is another one: clipping fires at other
+# steps and, where both models are clipped, by another factor, and that factor multiplies every weight's gradient, $W_v$
 # and $W_o$ included. Here the three identities run again with both models' gradients clipped
 # to one norm, the median of the scaled Adam model's unclipped norms over its run, so that
 # clipping acts on about half of its steps:
@@ -267,7 +267,8 @@ Table(
 # %%
 print(
     fold(
-        "with clipping, every identity's gap is above 1e-6, far above float64's rounding: "
+        "with clipping, every identity's gap is above 1e-6, "
+        "far above float64's rounding: "
         f"{all(g > 1e-6 for g in clipped_gaps.values())}"
     )
 )
