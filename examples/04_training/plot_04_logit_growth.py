@@ -88,7 +88,8 @@ print(
 def final_and_peak(
     runs: dict[str, list[dict[str, np.ndarray]]],
 ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Per variant, ``(seeds, rates)``: the final held-out loss and the run's largest logit."""
+    """Per variant, ``(seeds, rates)``: the final held-out loss and the run's largest
+    logit."""
     held_out = {
         v: np.stack([r["held_out"] for r in rs], axis=1) for v, rs in runs.items()
     }
@@ -449,8 +450,9 @@ def signature(
     sensitivity: intervals.Gap,
     measured: str,
 ) -> Table:
-    """Each part of the signature, measured, and whether it is seen: ``sensitivity`` is the
-    paired LR-sensitivity difference (QK-LayerNorm minus baseline), ``measured`` its text."""
+    """Each part of the signature, measured, and whether it is seen: ``sensitivity``
+    is the paired LR-sensitivity difference (QK-LayerNorm minus baseline),
+    ``measured`` its text."""
     # (rates,): the rates at which the logits passed the threshold on every seed
     grows = {v: (peak[v] > LARGE_LOGIT).all(0) for v in VARIANTS}
     only_baseline = [
@@ -613,7 +615,8 @@ fix_panels(peak, "largest logit", logy=True)
 spiking = np.arange(len(lrs)) >= j  # rates where the baseline always spiked
 terms.update({f: lr_terms(held_out[f], initial[f]) for f in FIXES})
 base_terms = terms["inverse_sqrt"]
-fix_sensitivity = {}  # fix -> (difference from the baseline, its part from spiking rates)
+# fix -> (difference from the baseline, its part from spiking rates)
+fix_sensitivity = {}
 rows = []
 for f in FIXES:
     gap = intervals.paired_gap(base_terms.mean(-1), terms[f].mean(-1))

@@ -89,9 +89,9 @@ def train_pair(
     make_opt, qk: dict, clip: float = math.inf
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Losses of the scaled model, and of the unscaled one with W_q, W_k times c and the
-    optimiser settings `qk` on those two matrices; both (steps,). With `clip`, each step's
-    gradient is first clipped to that global norm over all four weights; the third array is
-    the unclipped global norms, (2, steps)."""
+    optimiser settings `qk` on those two matrices; both (steps,). With `clip`, each
+    step's gradient is first clipped to that global norm over all four weights; the
+    third array is the unclipped global norms, (2, steps)."""
     losses, norms = [], []
     for strategy, gain, settings in (("inverse_sqrt", 1.0, {}), ("none", C, qk)):
         # The seed's weights, the same for both strategies, in float64.
