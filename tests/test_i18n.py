@@ -71,6 +71,20 @@ def test_missing_and_untranslated_entries_are_reported(tmp_path, monkeypatch):
     assert sources.problems()[0][1:3] == ("todo", 2)
 
 
+def test_a_block_inserted_above_leaves_the_later_translations_in_use(tmp_path, monkeypatch):
+    script = _mini_project(tmp_path, monkeypatch)
+    path = sources.translation_path("examples/01_a/plot_01_a.py")
+    path.write_text(path.read_text().replace("Text.", "文字。"))
+    script.write_text(
+        script.read_text().replace("# %%\n# ## Step", "# %%\n# New.\n\n# %%\n# ## Step")
+    )
+    sources.skeleton("examples/01_a/plot_01_a.py")
+    blocks = sources.Translation.load(path).blocks
+    assert blocks[1][1].strip() == "New." and blocks[1][2]  # the new block, to translate
+    assert blocks[2][2] is False and "文字。" in blocks[2][1]  # the old block 1, kept
+    assert [p.block for p in sources.problems()] == [1]
+
+
 def _without_docstrings(module: ast.Module) -> ast.Module:
     """The code with the text of its string-only statements (docstrings, translated) left
     out: what runs."""
@@ -729,7 +743,10 @@ def test_the_colour_check_catches_the_default_colours(tmp_path: Path) -> None:
     with plt.style.context(STYLE):
         site = _palette(draw(tmp_path / "site.png"), 0.0005)
         assert _unmatched(site, _palette(draw(tmp_path / "again.png"), 0.0001)) == []
-    assert _unmatched(site, _palette(draw(tmp_path / "default.png"), 0.0001))
+    with plt.rc_context():  # matplotlib's defaults, whatever style an earlier test applied
+        plt.rcdefaults()
+        default = draw(tmp_path / "default.png")
+    assert _unmatched(site, _palette(default, 0.0001))
 
 
 def test_the_chinese_figures_keep_the_english_colours() -> None:

@@ -184,11 +184,13 @@ def skeleton(source: str, strings: Sequence[str] = ()) -> Path:
         else:
             parts.append(f"<!-- page en {h} todo -->\n\n{english.strip()}\n")
     else:
+        # By the English text, not the block's place: a block inserted or removed above
+        # others leaves their translations in use.
+        done = {h: zh for h, zh, todo in tr.blocks.values() if not todo}
         for n, english in enumerate(text_blocks(ROOT / source)):
             h = fingerprint(english)
-            old = tr.blocks.get(n)
-            if old and old[0] == h and not old[2]:
-                parts.append(f"<!-- block {n} en {h} -->\n\n{old[1]}")
+            if h in done:
+                parts.append(f"<!-- block {n} en {h} -->\n\n{done[h]}")
             else:
                 parts.append(f"<!-- block {n} en {h} todo -->\n\n{english.strip()}\n")
     for en in dict.fromkeys([*tr.strings, *strings]):
