@@ -382,6 +382,25 @@ def test_gradient_clipping_ends_every_identity(reparametrisation: dict[str, Any]
     assert len(adam_rows) == 1 and 30 <= int(adam_rows[0][1].rstrip("%")) <= 70
 
 
+def test_lower_precision_blurs_the_identity_only_by_its_rounding(
+    reparametrisation: dict[str, Any],
+) -> None:
+    """In float32 and bfloat16 autocast the pair stays within 3 times the scaled model's own
+    distance from its float64 run; float32's gaps are below every wrong setting's; bfloat16's
+    largest is above the smallest wrong setting's; a zero W_q keeps every identity exact."""
+    page = reparametrisation
+    gaps, yard, exact = page["precision_gaps"], page["yardsticks"], page["exact"]
+    assert set(yard) == {(label, c) for label in exact for c in ("float32", "bfloat16 autocast")}
+    for key, rounding in yard.items():
+        assert 0 < gaps[key] <= 3 * rounding
+    for label in exact:
+        assert 1e-9 < gaps[label, "float32"] < page["wrong"]
+        assert gaps[label, "float64, W_q = 0 at start"] <= 1e-14
+        assert gaps[label, "float64"] == page["gaps"][label]
+    assert max(gaps[label, "bfloat16 autocast"] for label in exact) > page["wrong"]
+    assert page["wrong"] == min(v for k, v in page["gaps"].items() if k not in exact)
+
+
 @pytest.fixture(scope="module")
 def logit_growth() -> dict[str, Any]:
     return _run("examples/04_training/plot_04_logit_growth.py")

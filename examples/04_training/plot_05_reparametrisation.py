@@ -86,19 +86,28 @@ x_all, y_all = x_all.double(), y_all.double()
 
 
 def train_pair(
-    make_opt, qk: dict, clip: float = math.inf
+    make_opt,
+    qk: dict,
+    clip: float = math.inf,
+    dtype: torch.dtype = torch.float64,
+    autocast: bool = False,
+    zero_q: bool = False,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Losses of the scaled model, and of the unscaled one with W_q, W_k times c and the
     optimiser settings `qk` on those two matrices; both (steps,). With `clip`, each
     step's gradient is first clipped to that global norm over all four weights; the
-    third array is the unclipped global norms, (2, steps)."""
+    third array is the unclipped global norms, (2, steps). `dtype` is the weights' and
+    the data's; `autocast` runs each forward in bfloat16 (mixed precision); `zero_q`
+    starts both models from W_q = 0 (muP's initialisation of the queries)."""
     losses, norms = [], []
     for strategy, gain, settings in (("inverse_sqrt", 1.0, {}), ("none", C, qk)):
-        # The seed's weights, the same for both strategies, in float64.
+        # The seed's weights, the same for both strategies.
         model = attnscale.make_model(
             "simple", d_model=D_MODEL, d_k=D_K, strategy=strategy, seed=SEED
-        ).double()
+        ).to(dtype)
         with torch.no_grad():
+            if zero_q:
+                model.q_proj.weight.zero_()
             model.q_proj.weight.mul_(gain)
             model.k_proj.weight.mul_(gain)
         groups = [
@@ -109,9 +118,10 @@ def train_pair(
         curve, norm = [], []
         for step in range(STEPS):
             batch = slice(BATCH * step, BATCH * (step + 1))
-            loss = torch.nn.functional.mse_loss(
-                model(x_all[batch]).output, y_all[batch]
-            )
+            x, y = x_all[batch].to(dtype), y_all[batch].to(dtype)
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+                out = model(x).output
+            loss = torch.nn.functional.mse_loss(out.to(dtype), y)
             opt.zero_grad()
             loss.backward()
             norm.append(float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip)))
@@ -275,9 +285,80 @@ print(
 
 # %%
 # Clipping takes every identity off, and no setting on $W_q$ and $W_k$ alone brings it back:
-# the factor clipping applies is computed from all the weights together. Mixed precision ends
-# it too: the two models' weights and gradients sit at other points of the float grid, so they
-# round differently from the first step.
+# the factor clipping applies is computed from all the weights together.
+#
+# ## Lower precision, and a zero-initialised $W_q$
+#
+# Two more ingredients of real training runs. In lower precision the two models' weights sit
+# at other points of the float grid (one is $c$ times the other), so they round differently
+# from the first step; the question is whether they then drift further apart than rounding
+# moves either model anyway. So beside each gap stands a yardstick: the scaled model alone,
+# trained in that precision, against its own float64 run. Mixed precision here is float32
+# weights, optimiser and loss with each forward under `torch.autocast` in bfloat16. μP
+# initialises $W_q$ at zero; both models start from $W_q = 0$ then, which the factor $c$
+# leaves at zero.
+
+# %%
+PRECISIONS = {  # column: train_pair's keywords
+    "float64": {},
+    "float32": {"dtype": torch.float32},
+    "bfloat16 autocast": {"dtype": torch.float32, "autocast": True},
+    "float64, W_q = 0 at start": {"zero_q": True},
+}
+precision_gaps, yardsticks, precision_rows = {}, {}, []
+for label in exact:
+    reference, _, _ = train_pair(*CASES[label])  # the scaled model in float64
+    row = [label.removesuffix(" (the identity)")]
+    for column, keywords in PRECISIONS.items():
+        scaled, unscaled, _ = train_pair(*CASES[label], **keywords)
+        gap = float((np.abs(unscaled - scaled) / scaled).max())
+        precision_gaps[label, column] = gap
+        row.append(f"{gap:.1e}")
+        if column in ("float32", "bfloat16 autocast"):
+            yardsticks[label, column] = float(
+                (np.abs(scaled - reference) / reference).max()
+            )
+            row[-1] += f" ({yardsticks[label, column]:.1e})"
+    precision_rows.append(row)
+Table(
+    [
+        "the identity's settings",
+        *(f"largest relative loss gap: {c}" for c in PRECISIONS),
+    ],
+    precision_rows,
+)
+print("(in brackets: the scaled model alone in that precision against its float64 run)")
+
+# %%
+# no further apart than rounding moves one model
+rounding = all(precision_gaps[key] <= 3 * yardsticks[key] for key in yardsticks)
+wrong = min(gaps[label] for label in CASES if label not in exact)
+below = all(precision_gaps[label, "float32"] < wrong for label in exact)
+bf16 = max(precision_gaps[label, "bfloat16 autocast"] for label in exact)
+zero_q = all(
+    precision_gaps[label, "float64, W_q = 0 at start"] <= 1e-14 for label in exact
+)
+print(
+    fold(
+        "in float32 and bfloat16, every identity's gap is at most 3 times the "
+        f"yardstick: {rounding}; in float32 every gap is below the smallest wrong "
+        f"setting's in float64 ({wrong:.1e}): {below}; the largest in bfloat16 is "
+        f"{bf16:.1e}; with W_q = 0 at start, every identity holds to 1e-14: {zero_q}"
+    )
+)
+
+# %%
+# Lower precision does not break the identity beyond its own rounding: the scaled and
+# unscaled models stay as close to each other as either stays to its own float64 run. In
+# float32 that is far below any of the wrong settings above; in bfloat16 it is above the
+# smallest of them, but so is the gap between two runs of the same model in two precisions,
+# and no setting could do better. The reparametrisation is exact in real
+# arithmetic, and each precision blurs both sides of it alike. μP's zero-initialised $W_q$
+# does not break it either: the identity asks for $W_q' = c\,W_q$, and $0 = c \cdot 0$. What
+# the zero start removes is the difference between "no scale, same initialisation" and "no
+# scale, matched initialisation" in $W_q$; the two still differ in $W_k$. Of the three
+# ingredients, only gradient clipping couples $W_q$ and $W_k$ to the other weights, and only
+# it takes the identity off.
 #
 # ## What follows in practice: where the best learning rate moves
 #

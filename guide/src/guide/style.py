@@ -63,6 +63,9 @@ VARIANTS: dict[str, StrategyLook] = {
     "no_z_loss": StrategyLook("no z-loss", "#CC6677"),
     "muon": StrategyLook("Muon", "#332288"),
     "muon_qk_clip": StrategyLook("Muon + QK-Clip", "#661100"),
+    # weight decay's strength, against the recipe's 1e-4 per step (1/sqrt(d_k) alone)
+    "no_decay": StrategyLook("no weight decay", "#DDAA33"),
+    "decay_x10": StrategyLook("weight decay ×10", "#BB5566"),
 }
 
 
