@@ -202,7 +202,8 @@ print(
 # ## Where the identity stops
 #
 # The identity holds for the optimiser step alone, applied to $W_q$ and $W_k$ on their own.
-# Common parts of a real training setup break it, and none of them is in the runs above:
+# Here is how the common parts of a real training setup bear on it; none of them is in the
+# runs above:
 #
 # - **Gradient clipping by global norm** computes one norm over every parameter. The unscaled
 #   model's $W_q$, $W_k$ gradients are $1/c$ times larger, so its global norm differs, clipping
@@ -210,12 +211,17 @@ print(
 #   another factor. Clipping couples all parameters; no setting on $W_q$, $W_k$ undoes that
 #   ([measured on the reparametrisation page](plot_05_reparametrisation.md)).
 # - **Mixed precision** rounds the two models differently: their weights and gradients sit at
-#   other points of the float grid, a dynamic loss scaler sees another gradient norm, and the
-#   unscaled product $q \cdot k$ is $\sqrt{d_k}$ times larger before any scale, closer to
-#   float16's overflow. Muon's bfloat16 Newton-Schulz iterations above are the small case.
+#   other points of the float grid. Measured on the [reparametrisation
+#   page](plot_05_reparametrisation.md), in bfloat16 autocast the two stay as close to each
+#   other as either stays to its own float64 run: rounding blurs the identity, it does not
+#   break it. Muon's bfloat16 Newton-Schulz iterations above are the small case. Float16 training adds what that measurement does not
+#   cover: a dynamic loss scaler, which skips a step when any gradient overflows (like
+#   clipping, a condition on all the weights together), and the unscaled product
+#   $q \cdot k$, $\sqrt{d_k}$ times larger before any scale, closer to float16's overflow.
 # - **μP's zero initialisation** of the query projection (Yang et al. 2022) maps to zero under
-#   $W' = c\,W$, so the identity leaves no initialisation difference and the whole effect of the
-#   missing scale moves into the learning rate. μP's width-dependent learning rates then need
+#   $W' = c\,W$, so it keeps the identity (measured on the same page) and leaves no
+#   initialisation difference in $W_q$: the whole effect of the missing scale there moves
+#   into the learning rate. μP's width-dependent learning rates then need
 #   an extra factor $c = d_k^{-1/4}$ that changes with the head width, which is what μP is meant to
 #   make unnecessary; its $1/d_k$ scale is a different parametrisation again.
 # - **Per-group settings need separate parameters.** The derived settings are a learning rate
