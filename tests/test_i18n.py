@@ -407,6 +407,14 @@ def test_the_english_scan_catches_a_planted_word() -> None:
     assert catalogue.english_words(zh_style.reader_text(glossed)) == []
 
 
+def test_a_name_joined_by_a_hyphen_is_not_english(monkeypatch: pytest.MonkeyPatch) -> None:
+    """ "QK-Clip" stays a name even where the English prose writes "clip" in lowercase; the
+    same word standing alone and capitalised is English."""
+    monkeypatch.setattr(catalogue, "_vocabulary", lambda: frozenset({"clip"}))
+    assert catalogue.english_words("用 QK-Clip 与 MuonClip 限制 logit。") == []
+    assert catalogue.english_words("Clip 之后。") == ["Clip"]
+
+
 @pytest.mark.parametrize(
     "page", ASSEMBLED, ids=lambda p: p.relative_to(tree.BUILD / "docs").as_posix()
 )

@@ -76,7 +76,8 @@ _CODE = re.compile(
     r"|<top level>"
 )
 _WORD = re.compile(r"\b[a-z][a-z'-]*[a-z]\b")
-_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+# A capitalised word joined by a hyphen (QK-Clip, Muon-Clip) is part of a name: not English.
+_CAPITALISED = re.compile(r"(?<![\w-])[A-Z][a-z]+\b")
 
 
 @functools.cache
