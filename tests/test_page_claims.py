@@ -477,6 +477,38 @@ def test_logit_growth_fixes_fix_by_fix(logit_growth: dict[str, Any]) -> None:
     assert ranked[:2] == ["sigma_reparam", "muon_qk_clip"] and gaps["muon_qk_clip"].high < 0
 
 
+def test_logit_growth_weight_decay_strength(logit_growth: dict[str, Any]) -> None:
+    """The weight decay section, read off the page's own numbers: no sensitivity change the
+    seeds resolve, events within two runs of the baseline's, ten times the decay slower at
+    the lowest rates and faster around the best one (with the best final loss of the three),
+    no decay within a hundredth of the baseline below the spiking rates."""
+    import numpy as np
+
+    page = logit_growth
+    lrs, j, floor = page["lrs"], page["j"], page["floor"]
+    held, peak, sens = page["held_out"], page["peak"], page["decay_sensitivity"]
+    assert page["DECAYS"] == ["no_decay", "decay_x10"]
+    for whole, spiking in sens.values():  # "every interval contains zero"
+        assert whole.low < 0 < whole.high and spiking.low < 0 < spiking.high
+    events = {
+        v: np.concatenate([page["run_events"](run) for run in page["runs"][v]])
+        for v in ["inverse_sqrt", *page["DECAYS"]]
+    }
+    counts = {v: (~np.isnan(ev)).sum(0) for v, ev in events.items()}  # (3,) per variant
+    for v in page["DECAYS"]:
+        assert (np.abs(counts[v] - counts["inverse_sqrt"]) <= 2).all()
+    base, x10, none = held["inverse_sqrt"], held["decay_x10"], held["no_decay"]
+    # "somewhat lower", yet past 100 by orders of magnitude at the top rates
+    assert page["lower"].sum() >= len(lrs) // 2
+    assert (np.median(peak["decay_x10"][:, j:], 0) > 1e4).all()
+    best = {v: int(np.argmin(held[v].mean(0))) for v in ("inverse_sqrt", "decay_x10", "no_decay")}
+    b = best["decay_x10"]
+    assert (x10[:, :2] > base[:, :2] + floor).all()  # the lowest rates: higher on every seed
+    assert (x10[:, b - 1 : b + 2] < base[:, b - 1 : b + 2] - floor).all()  # around the best
+    assert min(best, key=lambda v: held[v].mean(0)[best[v]]) == "decay_x10"
+    assert (np.abs((none - base)[:, :j].mean(0)) < 0.01).all()
+
+
 def test_logit_growth_long_run_shows_growth_but_no_spike(logit_growth: dict[str, Any]) -> None:
     """At 512 tokens: the baseline's logits pass 100 at rates where QK-LayerNorm's do not,
     QK-LayerNorm is less sensitive, and no run's loss spiked."""
@@ -490,15 +522,17 @@ def test_logit_growth_long_run_shows_growth_but_no_spike(logit_growth: dict[str,
     held = page["long_held_out"]["inverse_sqrt"]
     best = np.nanmin(held.mean(0))
     assert (held[:, -1] > best + 0.1).all()  # "ends higher without a spike"
-    for v in ("inverse_sqrt", "qk_layernorm"):  # "best ... at the lowest of the four rates"
-        assert int(np.argmin(page["long_held_out"][v].mean(0))) == 0
+    for v in ("inverse_sqrt", "qk_layernorm"):  # "best final loss is bracketed"
+        b, bracketed = page["long_best"][v]
+        assert bracketed and int(np.argmin(page["long_held_out"][v].mean(0))) == b
+        assert 0 < b < len(page["long_lrs"]) - 1
 
 
 def test_logit_growth_long_run_is_longer_deeper_and_as_long_in_tokens(
     logit_growth: dict[str, Any],
 ) -> None:
-    """512 tokens and four layers, as many tokens per run as the short one, and four of the
-    grid's rates around the short baseline's first always-spiking rate."""
+    """512 tokens and four layers, as many tokens per run as the short one, and five of the
+    grid's rates: four around the short baseline's first always-spiking rate, one below."""
     short, long = logit_growth["full"].budget, logit_growth["long_budget"]
     assert long["context"] >= 512 and long["layers"] > short["layers"]
     tokens = [b["steps"] * b["batch_size"] * b["context"] for b in (short, long)]
@@ -506,6 +540,15 @@ def test_logit_growth_long_run_is_longer_deeper_and_as_long_in_tokens(
     halves, j = short["halves"], logit_growth["j"]
     assert len(long["halves"]) == 4 and set(long["halves"]) <= set(halves)
     assert min(long["halves"]) < halves[j] <= max(long["halves"])
+    below = logit_growth["below"].budget["halves"]
+    assert (
+        logit_growth["long_halves"]
+        == [min(long["halves"]) - 1, *long["halves"]]
+        == [
+            *below,
+            *long["halves"],
+        ]
+    )
 
 
 @pytest.fixture(scope="module")

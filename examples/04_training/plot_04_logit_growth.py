@@ -550,18 +550,26 @@ signature(
 # The baseline is the stored $1/\sqrt{d_k}$ run above. These runs were stored the same way
 # (``nox -s experiments -- logit_fixes``):
 
+
 # %%
-fixes = stored.load("logit_fixes")
-print(fixes.summary())
-if fixes.budget["halves"] != halves or fixes.budget["seeds"] != full.budget["seeds"]:
-    raise ValueError("logit_fixes and logit_growth must share their rates and seeds")
-FIXES = fixes.budget["variants"]
-FIX_NAMES = style.text_labels(FIXES)
-runs.update({f: [fixes.parts[f"{f}_lr{k}"] for k in halves] for f in FIXES})
-fix_held_out, fix_peak = final_and_peak({f: runs[f] for f in FIXES})
-held_out.update(fix_held_out)
-peak.update(fix_peak)
-initial.update({f: runs[f][0]["loss"][:, 0] for f in FIXES})
+def load_beside_baseline(name: str) -> tuple[stored.Stored, list[str]]:
+    """Stored experiment ``name``, run on the baseline's rates and seeds, and its variants,
+    whose runs, final and peak values and initial losses join the baseline's."""
+    run = stored.load(name)
+    print(run.summary())
+    if run.budget["halves"] != halves or run.budget["seeds"] != full.budget["seeds"]:
+        raise ValueError(f"{name} and logit_growth must share their rates and seeds")
+    names = run.budget["variants"]
+    NAMES.update(style.text_labels(names))
+    runs.update({v: [run.parts[f"{v}_lr{k}"] for k in halves] for v in names})
+    more_held_out, more_peak = final_and_peak({v: runs[v] for v in names})
+    held_out.update(more_held_out)
+    peak.update(more_peak)
+    initial.update({v: runs[v][0]["loss"][:, 0] for v in names})
+    return run, names
+
+
+fixes, FIXES = load_beside_baseline("logit_fixes")
 
 # %%
 # Each panel is one fix against the baseline: the final held-out loss (above) and the largest
@@ -613,36 +621,56 @@ fix_panels(peak, "largest logit", logy=True)
 
 # %%
 spiking = np.arange(len(lrs)) >= j  # rates where the baseline always spiked
-terms.update({f: lr_terms(held_out[f], initial[f]) for f in FIXES})
 base_terms = terms["inverse_sqrt"]
-# fix -> (difference from the baseline, its part from spiking rates)
-fix_sensitivity = {}
-rows = []
-for f in FIXES:
-    gap = intervals.paired_gap(base_terms.mean(-1), terms[f].mean(-1))
-    high = intervals.paired_gap(
-        base_terms[:, spiking].sum(-1) / len(lrs),
-        terms[f][:, spiking].sum(-1) / len(lrs),
-    )
-    low = intervals.paired_gap(
-        base_terms[:, ~spiking].sum(-1) / len(lrs),
-        terms[f][:, ~spiking].sum(-1) / len(lrs),
-    )
-    fix_sensitivity[f] = gap, high
-    best = int(np.nanargmin(held_out[f].mean(0)))
-    rows.append(
+
+
+UNDECIDED = "not clearly more or less"
+
+
+def against_baseline(names: list[str], kind: str) -> tuple[Table, dict[str, tuple]]:
+    """Per variant in ``names`` (``kind`` heads their column): its LR sensitivity, its
+    paired difference from the baseline's, the parts of that from the spiking rates and
+    the rest, and its best final loss; and by name the whole difference and the part
+    from the spiking rates."""
+    terms.update({v: lr_terms(held_out[v], initial[v]) for v in names})
+    gaps, rows = {}, []
+    for v in names:
+        gap = intervals.paired_gap(base_terms.mean(-1), terms[v].mean(-1))
+        high, low = (
+            intervals.paired_gap(
+                base_terms[:, part].sum(-1) / len(lrs),
+                terms[v][:, part].sum(-1) / len(lrs),
+            )
+            for part in (spiking, ~spiking)
+        )
+        gaps[v] = gap, high
+        best = int(np.nanargmin(held_out[v].mean(0)))
+        rows.append(
+            [
+                NAMES[v],
+                intervals.mean_interval(terms[v].mean(-1)).text(".3f"),
+                gap.text("+.3f"),
+                gap.verdict("less", "more", "as", smallest=0.0, undecided=UNDECIDED),
+                high.text("+.3f"),
+                low.text("+.3f"),
+                f"{held_out[v].mean(0)[best]:.3f} at η = {lrs[best]:.2g}",
+            ]
+        )
+    table = Table(
         [
-            FIX_NAMES[f],
-            intervals.mean_interval(terms[f].mean(-1)).text(".3f"),
-            gap.text("+.3f"),
-            gap.verdict(
-                "less", "more", "as", smallest=0.0, undecided="not clearly more or less"
-            ),
-            high.text("+.3f"),
-            low.text("+.3f"),
-            f"{held_out[f].mean(0)[best]:.3f} at η = {lrs[best]:.2g}",
-        ]
+            kind,
+            "LR sensitivity, nats (95% t-interval, n)",
+            "minus baseline",
+            "sensitive than the baseline",
+            f"of the difference: from η ≥ {lrs[j]:.2g}",
+            f"from η < {lrs[j]:.2g}",
+            "best final loss",
+        ],
+        rows,
     )
+    return table, gaps
+
+
 base_best = int(np.nanargmin(held_out["inverse_sqrt"].mean(0)))
 base_sensitivity = intervals.mean_interval(base_terms.mean(-1))
 print(
@@ -652,18 +680,8 @@ print(
         f"{lrs[base_best]:.2g}"
     )
 )
-Table(
-    [
-        "fix",
-        "LR sensitivity, nats (95% t-interval, n)",
-        "minus baseline",
-        "sensitive than the baseline",
-        f"of the difference: from η ≥ {lrs[j]:.2g}",
-        f"from η < {lrs[j]:.2g}",
-        "best final loss",
-    ],
-    rows,
-)
+table, fix_sensitivity = against_baseline(FIXES, "fix")
+table
 
 # %%
 # Rate by rate: each fix's final held-out loss minus the baseline's, the mean of the three
@@ -688,15 +706,23 @@ print(
         f"largest difference from the baseline {floor:.2g} nats"
     )
 )
-rows = []
-for k, lr in enumerate(lrs):
-    cells = [f"{lr:.2g}"]
-    for f in FIXES:
-        d = held_out[f][:, k] - held_out["inverse_sqrt"][:, k]
-        mark = "↓" if (d < -floor).all() else "↑" if (d > floor).all() else ""
-        cells.append(f"{np.nanmean(d):+.4f} {mark}".strip())
-    rows.append(cells)
-Table(["η", *(FIX_NAMES[f] for f in FIXES)], rows)
+
+
+def rate_by_rate(names: list[str]) -> Table:
+    """Per rate, each variant's mean paired difference in final held-out loss from the
+    baseline, marked where every seed differs by more than ``floor``."""
+    rows = []
+    for k, lr in enumerate(lrs):
+        cells = [f"{lr:.2g}"]
+        for v in names:
+            d = held_out[v][:, k] - held_out["inverse_sqrt"][:, k]
+            mark = "↓" if (d < -floor).all() else "↑" if (d > floor).all() else ""
+            cells.append(f"{np.nanmean(d):+.4f} {mark}".strip())
+        rows.append(cells)
+    return Table(["η", *(NAMES[v] for v in names)], rows)
+
+
+rate_by_rate(FIXES)
 
 # %%
 # The events of the step-by-step sections, counted over all the runs of each (nine rates,
@@ -704,28 +730,31 @@ Table(["η", *(FIX_NAMES[f] for f in FIXES)], rows)
 # nearly one key per query, the loss spiking, and in how many of the spiked runs attention
 # collapsed first.
 
+
 # %%
-rows = []
-for v in ["inverse_sqrt", *FIXES]:
-    ev = np.concatenate([run_events(run) for run in runs[v]])  # (runs, 3)
-    spiked = ~np.isnan(ev[:, 2])
-    collapsed_first = int((ev[spiked, 1] < ev[spiked, 2]).sum())
-    counts = [f"{(~np.isnan(ev[:, e])).sum()} of {len(ev)}" for e in range(3)]
-    if v == "softcap":  # its kept logit is the capped one
-        counts[0] += f" (capped at {fixes.budget['softcap']:g})"
-    rows.append(
-        [style.text_labels([v])[v], *counts, f"{collapsed_first} of {spiked.sum()}"]
-    )
-Table(
-    [
+def event_counts(names: list[str]) -> Table:
+    """Per variant, in how many of its runs each event happened, and in how many of the
+    spiked ones attention collapsed first."""
+    rows = []
+    for v in names:
+        ev = np.concatenate([run_events(run) for run in runs[v]])  # (runs, 3)
+        spiked = ~np.isnan(ev[:, 2])
+        collapsed_first = int((ev[spiked, 1] < ev[spiked, 2]).sum())
+        counts = [f"{(~np.isnan(ev[:, e])).sum()} of {len(ev)}" for e in range(3)]
+        if v == "softcap":  # its kept logit is the capped one
+            counts[0] += f" (capped at {fixes.budget['softcap']:g})"
+        rows.append([NAMES[v], *counts, f"{collapsed_first} of {spiked.sum()}"])
+    head = [
         "variant",
         "logits grew past 100",
         "attention collapsed",
         "loss spiked",
         "collapse came first",
-    ],
-    rows,
-)
+    ]
+    return Table(head, rows)
+
+
+event_counts(["inverse_sqrt", *FIXES])
 
 # %%
 top_loss = {v: np.nanmax(runs[v][-1]["loss"]) for v in ("inverse_sqrt", "no_z_loss")}
@@ -761,24 +790,101 @@ print(
 #   **With QK-Clip** it is, second only to σReparam.
 
 # %%
+# ## Weight decay's strength
+#
+# Every run above decays its weight matrices by $10^{-4}$ per step, times the schedule's
+# multiplier but not times the learning rate: Wortsman et al.'s *independent* weight decay
+# (they found that a decay not tied to the learning rate lowers the LR sensitivity, against
+# AdamW's default, which multiplies the two). How much does its strength matter? The same
+# sweep twice more, with no decay and with ten times the recipe's, $10^{-3}$ per step (over the
+# schedule that would shrink a weight that got no gradient by a factor of about $e$), stored
+# the same way (``nox -s experiments -- logit_decay``):
+
+# %%
+decay, DECAYS = load_beside_baseline("logit_decay")
+by_strength = [DECAYS[0], "inverse_sqrt", DECAYS[1]]  # none, the recipe's, ten times
+plot_sweep(
+    {v: held_out[v] for v in by_strength},
+    {v: peak[v] for v in by_strength},
+    lrs,
+    "Weight decay per step: none, $10^{-4}$ (the recipe's: $1/\\sqrt{d_k}$ above), "
+    "$10^{-3}$",
+)
+
+# %%
+# The same three summaries as for the fixes: the LR sensitivity against the baseline's
+# (paired by seed), the difference rate by rate marked at the fixes' resolution (these runs
+# were made on the baseline's CPU model, printed below, where that resolution is if anything
+# coarse), and the events counted over all 27 runs of each.
+
+# %%
+devices = sorted({r["device"] for r in decay.provenance["parts"].values()})
+print(f"weight decay runs on {'; '.join(devices)}")
+table, decay_sensitivity = against_baseline(DECAYS, "weight decay")
+table
+
+# %%
+rate_by_rate(DECAYS)
+
+# %%
+event_counts(["inverse_sqrt", *DECAYS])
+
+# %%
+lower = (peak["decay_x10"] < peak["inverse_sqrt"]).all(0)  # (rates,): on every seed
+print(
+    fold(
+        f"{NAMES['decay_x10']}: largest logit lower than the baseline's on every seed at "
+        f"{lower.sum()} of {len(lrs)} rates; median largest logit at η = {lrs[-1]:g}: "
+        f"{np.median(peak['decay_x10'][:, -1]):.3g} against "
+        f"{np.median(peak['inverse_sqrt'][:, -1]):.3g}"
+    )
+)
+
+# %%
+# Neither strength changes the LR sensitivity by more than three seeds can resolve: every
+# interval in the first table contains zero, from the rates where the baseline spiked and
+# from the rest alike. The events hardly move either (the last table): each count is within
+# two runs of the baseline's. Ten times the decay keeps the largest logit somewhat lower (the
+# line above), but at the top rates it still passes 100 by orders of magnitude. What the
+# decay's strength changes is speed, both ways: with ten times the decay the runs end higher
+# on every seed at the lowest rates, where a weight that shrinks by about $e$ over the run
+# outweighs updates that are small, and lower on every seed around the best rate, where the
+# best final loss of the three is. Without decay the runs end within a hundredth of a nat of
+# the baseline's at every rate below those where it spiked. So at this size and budget the
+# decay's strength, from none to ten times the recipe's, is a tuning choice for the loss, not a
+# fix for logit growth; Wortsman et al.'s finding concerns tying the decay to the learning
+# rate or not, which these runs do not vary.
+
+# %%
 # ## At 512 tokens and four layers
 #
 # Every run above sees 64 bytes at a time through two layers. Real models see hundreds or
 # thousands of tokens through many layers, and a longer row gives its largest logit more keys
 # to stand out from. The same recipe, again with and without QK-LayerNorm and on three seeds,
 # with windows of 512 bytes, four blocks and four windows per step; it runs half as many steps,
-# so each run sees as many tokens as above (printed below). The rates are four of the grid's,
-# around those at which the short model's baseline became unstable: with fewer rates the LR
-# sensitivity has fewer terms and a nearer best, so it is not comparable with the one above,
-# only between the two variants here.
+# so each run sees as many tokens as above (printed below). The rates are five of the grid's:
+# four around those at which the short model's baseline became unstable, and one half a
+# decade below them, run afterwards as a run of its own (``logit_growth_long_below``) because
+# both variants' best loss sat at the lowest of the four. With fewer rates the LR sensitivity
+# has fewer terms and a nearer best, so it is not comparable with the one above, only between
+# the two variants here.
 
 # %%
 long = stored.load("logit_growth_long")
+below = stored.load("logit_growth_long_below")
 print(long.summary())
+print(below.summary())
 long_budget = long.budget
-long_lrs = np.array([10 ** (k / 2) for k in long_budget["halves"]])
+if {**below.budget, "halves": long_budget["halves"]} != long_budget:
+    raise ValueError("logit_growth_long_below must be logit_growth_long at other rates")
+long_halves = sorted(below.budget["halves"] + long_budget["halves"])
+long_lrs = np.array([10 ** (k / 2) for k in long_halves])
 long_runs = {
-    v: [long.parts[f"{v}_lr{k}"] for k in long_budget["halves"]] for v in VARIANTS
+    v: [
+        (below if k in below.budget["halves"] else long).parts[f"{v}_lr{k}"]
+        for k in long_halves
+    ]
+    for v in VARIANTS
 }
 for name, b in (("above", full.budget), ("here", long_budget)):
     tokens = b["steps"] * b["batch_size"] * b["context"]
@@ -819,21 +925,43 @@ signature(
 )
 
 # %%
+# Where each variant's best final loss sits: a best rate is bracketed when the rates on both
+# sides of it end higher on every seed.
+
+# %%
+long_best = {}  # variant -> (index of the best rate, bracketed)
+for v in VARIANTS:
+    per_seed = long_held_out[v]  # (seeds, rates)
+    means = per_seed.mean(0)
+    b = int(np.nanargmin(means))
+    sides = [k for k in (b - 1, b + 1) if 0 <= k < len(long_lrs)]
+    bracketed = len(sides) == 2 and all(
+        (per_seed[:, k] > per_seed[:, b]).all() for k in sides
+    )
+    long_best[v] = b, bracketed
+    print(
+        f"{NAMES[v]}: best final loss {means[b]:.3f} at η = {long_lrs[b]:.2g}; "
+        + ("bracketed" if bracketed else "not bracketed")
+    )
+
+# %%
 # At this length and depth the baseline's logits again pass 100 at rates where QK-LayerNorm's
 # stay small, and QK-LayerNorm is again the less sensitive of the two. But no run's loss spiked
 # by the page's rule (a rise of 0.5 nats above the lowest so far), so the order of events, the
 # last part of the signature, cannot be checked here: at the high rates the baseline's loss
-# ends higher without a spike (the figure). Both variants' best final loss is at the lowest of
-# the four rates, the grid's edge, so this sweep does not bracket the best rate; the
-# sensitivity compares the two variants on these four rates only.
+# ends higher without a spike (the figure). Both variants' best final loss is bracketed: the
+# rates on either side of it end higher on every seed (the lines above), so the sweep contains
+# each variant's best rate, to the grid's resolution of half a decade; the sensitivity
+# compares the two variants on these five rates only.
 
 # %%
 # ## Checked at every build
 #
 # While this page is built, the first 100 steps of one stored run (baseline, η = 0.01, seed 0)
-# and of each fix at the same rate and seed, and the first 50 steps of the 512-token baseline
-# at its lowest rate, are trained again with the same batches; the loss and each layer's
-# largest logit must match the stored ones within 1%, or the build fails. None is at the large
+# and of each fix and each weight decay at the same rate and seed, and the first 50 steps of
+# the 512-token baseline at the lowest rate of each of its two stored runs, are trained again
+# with the same batches; the loss and each layer's largest logit must match the stored ones
+# within 1%, or the build fails. None is at the large
 # rates where QK-Clip and the cap act: there, two CPUs with different arithmetic part within
 # 100 steps, so no tolerance could tell another CPU from changed code. The text must be the
 # same too: another Python release ships other help topics, and there the rerun is skipped
@@ -852,6 +980,8 @@ if same_text:
     checks += stored.verify(full, stored.rerun("logit_growth"))
     checks += stored.verify(fixes, stored.rerun("logit_fixes"))
     checks += stored.verify(long, stored.rerun("logit_growth_long"))
+    checks += stored.verify(below, stored.rerun("logit_growth_long_below"))
+    checks += stored.verify(decay, stored.rerun("logit_decay"))
 stored.checks_table(checks)
 
 # %%
