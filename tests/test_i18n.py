@@ -528,6 +528,7 @@ def test_a_figure_is_redrawn_with_chinese_text(tmp_path: Path, monkeypatch) -> N
 
     from attnscale_tools import zh_figures
 
+    zh_figures.check_font()  # as the build does first: a font cache older than the font is mended
     monkeypatch.setattr(figure_copies, "COPIES", tmp_path / "figures")
     monkeypatch.setattr(catalogue, "GENERATED", tmp_path / "generated")
     fig, (ax, bars) = plt.subplots(1, 2)

@@ -553,8 +553,9 @@ signature(
 
 # %%
 def load_beside_baseline(name: str) -> tuple[stored.Stored, list[str]]:
-    """Stored experiment ``name``, run on the baseline's rates and seeds, and its variants,
-    whose runs, final and peak values and initial losses join the baseline's."""
+    """Stored experiment ``name``, run on the baseline's rates and seeds, and its
+    variants, whose runs, final and peak values and initial losses join the
+    baseline's."""
     run = stored.load(name)
     print(run.summary())
     if run.budget["halves"] != halves or run.budget["seeds"] != full.budget["seeds"]:
@@ -833,8 +834,9 @@ event_counts(["inverse_sqrt", *DECAYS])
 lower = (peak["decay_x10"] < peak["inverse_sqrt"]).all(0)  # (rates,): on every seed
 print(
     fold(
-        f"{NAMES['decay_x10']}: largest logit lower than the baseline's on every seed at "
-        f"{lower.sum()} of {len(lrs)} rates; median largest logit at η = {lrs[-1]:g}: "
+        f"{NAMES['decay_x10']}: largest logit lower than the baseline's on every "
+        f"seed at {lower.sum()} of {len(lrs)} rates; median largest logit at "
+        f"η = {lrs[-1]:g}: "
         f"{np.median(peak['decay_x10'][:, -1]):.3g} against "
         f"{np.median(peak['inverse_sqrt'][:, -1]):.3g}"
     )

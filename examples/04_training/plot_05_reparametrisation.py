@@ -320,6 +320,7 @@ for label in exact:
             )
             row[-1] += f" ({yardsticks[label, column]:.1e})"
     precision_rows.append(row)
+print("(in brackets: the scaled model alone in that precision against its float64 run)")
 Table(
     [
         "the identity's settings",
@@ -327,7 +328,6 @@ Table(
     ],
     precision_rows,
 )
-print("(in brackets: the scaled model alone in that precision against its float64 run)")
 
 # %%
 # no further apart than rounding moves one model
