@@ -50,6 +50,10 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return logit_growth.stack(runs, budget)
 
 
+#: ``logit_growth``'s, checked with ``python -m guide.stored spread logit_decay`` on an AMD EPYC
+#: with AVX-512, 2026-12-06, across its six arithmetics: the worst array lay at 0.018 of its
+#: tolerance (the largest logit), and the planted change (every Adam step 1% larger) moved the
+#: loss by 12.4 tolerances and the entropy by 26.7.
 TOLERANCES: stored.Tolerances = logit_growth.TOLERANCES
 
 
