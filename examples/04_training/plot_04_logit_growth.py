@@ -849,9 +849,9 @@ print(
 # two runs of the baseline's. Ten times the decay keeps the largest logit somewhat lower (the
 # line above), but at the top rates it still passes 100 by orders of magnitude. What the
 # decay's strength changes is speed, both ways: with ten times the decay the runs end higher
-# on every seed at the lowest rates, where a weight that shrinks by about $e$ over the run
-# outweighs updates that are small, and lower on every seed around the best rate, where the
-# best final loss of the three is. Without decay the runs end within a hundredth of a nat of
+# on every seed at the lowest rates, where the decay is largest next to the updates (it does
+# not shrink with the rate), and lower on every seed around the best rate, where the best
+# final loss of the three is. Without decay the runs end within a hundredth of a nat of
 # the baseline's at every rate below those where it spiked. So at this size and budget the
 # decay's strength, from none to ten times the recipe's, is a tuning choice for the loss, not a
 # fix for logit growth; Wortsman et al.'s finding concerns tying the decay to the learning
