@@ -37,7 +37,13 @@ RTOL = 0.02
 ROUND_OFF = 1e-5
 #: Pages whose numbers come from a training run that sits near a collapse, with their own
 #: tolerance: their verdicts (the same text on every arithmetic) come from the signs over seeds.
-PAGE_RTOL = {"plot_04_entropy_collapse": 0.15}
+PAGE_RTOL = {
+    "plot_04_entropy_collapse": 0.15,
+    # The gaps of 50 steps in bfloat16 autocast are rounding noise: between the default build and
+    # MKL_CBWR=COMPATIBLE they moved by up to a third (2026-12-06); the verdict (each gap within
+    # 3x its yardstick) is the same on both and checked by the page-claims tests.
+    "plot_05_reparametrisation": 0.5,
+}
 #: Lines whose numbers are timings.
 TIMING = re.compile(r"ran in|running time|page time|运行了|运行时间|用时")
 #: Pages left out: the gallery's tables of run times, which list the examples by time.
