@@ -78,6 +78,7 @@ from .lineage import (
 from .report import AttentionRecord, AttentionStats
 from .run import Run
 from .stats import RowSums, grouped_logit_stats, grouped_qk_spreads, row_sums
+from .scratch import Pool, pooled
 
 __all__ = ["Capture"]
 
@@ -166,6 +167,7 @@ class Capture(TorchFunctionMode):
         self._measured: collections.deque[weakref.ref[Product]] = collections.deque(maxlen=16)
         self._param_ptrs: dict[int, set[int]] = {}
         self._pending: list[Pending] = []
+        self.pool = Pool()  # the every-row passes' temporaries, kept for the monitor's life
 
     # -- life cycle -------------------------------------------------------
 
@@ -779,7 +781,8 @@ class Capture(TorchFunctionMode):
         tensors, which a later flush would keep alive)."""
         if not self.all_rows or call.heads is None:
             return None
-        return call.heads().to_dict()  # type: ignore[no-any-return]
+        with pooled(self.pool):
+            return call.heads().to_dict()  # type: ignore[no-any-return]
 
     def watch_gradient(
         self,

@@ -45,6 +45,7 @@ import torch
 
 from .. import _checks
 from . import structure
+from .scratch import buffer
 
 __all__ = ["HeadStats", "head_stats", "head_stats_of_logits"]
 
@@ -265,7 +266,8 @@ def _qk_whole_rows(
     for r0 in range(0, rows, step):
         r1 = min(r0 + step, rows)
         width = min(keys, int(masks.rows[r1 - 1]) + 1) if skip else keys
-        x = qg[..., r0:r1, :] @ kt[..., :width]  # (B, kv_heads, rows, width)
+        shape = (b, kv, r1 - r0, width)
+        x = torch.matmul(qg[..., r0:r1, :], kt[..., :width], out=buffer("qk", shape, *_of(qg)))
         raw = torch.zeros(()) if skip else torch.maximum(x.amax(-1), -x.amin(-1))
         bias, visible = masks.block(r0, r1, width)
         folded = _fold(x.mul_(c), bias, x.dtype, own=True)
@@ -314,13 +316,14 @@ def _fold(
     or an unmasked -inf, which the key-chunk paths leave out. Every pass reads the block from
     memory, so there are as few as can be."""
     low = None
+    a, b = (buffer(use, x.shape, work, x.device) for use in ("rows", "index"))
     if bias is not None:
         # masked: not the row's minimum
-        low = _smallest_visible(x, bias.masked_fill(bias == -math.inf, math.inf))
-        x = x.add_(bias) if own else torch.add(x, bias)
+        low = _smallest_visible(x, bias.masked_fill(bias == -math.inf, math.inf), a)
+        x = x.add_(bias) if own else torch.add(x, bias, out=a)
     elif not own:
-        x = x.to(work, copy=True)
-    high, top, second = structure.top_two(x)
+        x = a.copy_(x)
+    high, top, second = structure.top_two(x, b)
     low = x.amin(-1) if low is None else low
     if bool((high.isnan() | (high == math.inf) | low.isnan() | (low == -math.inf)).any()):
         return None
@@ -328,7 +331,8 @@ def _fold(
     ref = torch.where(torch.isinf(high), 0.0, high)  # rows with no key: any reference
     # masked entries and those far below the max at e^-80, as on the key-chunk paths
     xc = x.sub_(ref.unsqueeze(-1)).clamp_min_(-_EXP_FLOOR)
-    p = torch.softmax(xc, -1)
+    # the softmax into a buffer (torch.softmax has no out=; exp alone is slower on a CPU)
+    p = torch.ops.aten._softmax.out(xc, -1, False, out=b)
     s = p.amax(-1).reciprocal()  # the largest entry is e^0 / s
     return high, s, s * p.mul_(xc).sum(-1), low, first, top, second
 
@@ -405,19 +409,17 @@ def _from_probabilities(
     parts = []
     for rows in _row_blocks(length, keys, chunk):
         xw = x[:, :, rows].to(work)  # the model's own tensor where it already is: never written
+        a, b = (buffer(use, xw.shape, work, x.device) for use in ("rows", "index"))
         if inf is None:
-            top_value, top = xw.max(-1, keepdim=True)
-            high = m = top_value.squeeze(-1)
-            low = xw.amin(-1)
-            centred = torch.sub(xw, top_value)
-            second = structure.second_largest(centred, top, torch.zeros_like(top_value))
+            m, top, second = structure.top_two(a.copy_(xw), b)
+            high, low = m, xw.amin(-1)
         else:
             here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
-            low = _smallest_visible(xw, here)
+            low = _smallest_visible(xw, here, a)
             high = xw.amax(-1)
             # m: the largest visible entry (masked ones at -inf here)
-            m, top, second = structure.top_two(torch.sub(xw, here))
-            centred = torch.sub(xw, m.unsqueeze(-1))
+            m, top, second = structure.top_two(torch.sub(xw, here, out=a), b)
+        centred = torch.sub(xw, m.unsqueeze(-1), out=a)
         # below e^-80 a term is lost against the top one's 1: masked entries (-inf or
         # finfo.min) become -80 with a probability of 0, and add nothing
         centred = centred.clamp_min_(-_EXP_FLOOR)
@@ -433,18 +435,22 @@ def _from_probabilities(
     return _Rows(m, s, s * t, low, count, first, top, second)
 
 
+def _of(t: torch.Tensor) -> tuple[torch.dtype, torch.device]:
+    return t.dtype, t.device
+
+
 def _row_blocks(length: int, keys: int, chunk: int) -> list[slice]:
     """Blocks of whole rows, each about ``chunk`` keys' worth of values (at least one row)."""
     step = max(1, (length * chunk) // max(1, keys))
     return [slice(r0, min(r0 + step, length)) for r0 in range(0, length, step)]
 
 
-def _smallest_visible(x: torch.Tensor, above: torch.Tensor) -> torch.Tensor:
+def _smallest_visible(x: torch.Tensor, above: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
     """Each row's smallest entry of ``x`` outside the masked ones, where ``above`` is +inf
-    (and 0, or a bias, elsewhere)."""
-    low = torch.add(x, above).amin(-1)
+    (and 0, or a bias, elsewhere); ``scratch``, ``x``'s shape, holds the sum."""
+    low = torch.add(x, above, out=scratch).amin(-1)
     if bool(low.isnan().any()):  # masked -inf logits met +inf: not the minimum either
-        low = torch.add(x, above).nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
+        low = scratch.nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
     return low
 
 
@@ -848,10 +854,15 @@ def _default_chunk(keys: int, rows: int) -> int:
 
 
 def _collapsed(t: torch.Tensor) -> torch.Tensor:
-    """``t`` with its broadcast axes (stride 0, as ``expand`` makes them) cut to size 1: a
-    mask expanded to the logits' shape is applied at its own size."""
+    """``t`` with its broadcast axes (stride 0, as ``expand`` makes them) cut to size 1, and
+    its batch and head axes too where every slice is the same (a mask read from the logits
+    themselves, the same in every head): a mask is applied at its own size."""
     for dim, (size, stride) in enumerate(zip(t.shape, t.stride(), strict=True)):
         if stride == 0 and size > 1:
+            t = t.narrow(dim, 0, 1)
+    for dim in range(t.dim() - 2):
+        # a maximum over bytes: many times faster than all() on a CPU
+        if t.shape[dim] > 1 and not bool((t != t.narrow(dim, 0, 1)).view(torch.uint8).amax()):
             t = t.narrow(dim, 0, 1)
     return t
 

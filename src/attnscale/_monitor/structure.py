@@ -47,21 +47,26 @@ MIN_ROWS = 16
 REST_FLOOR = 1e-3
 
 
-def top_two(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def top_two(
+    x: torch.Tensor, scratch: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each row's largest entry, and the indices of its largest and second largest (the first
     on a tie), over the last axis of a float32 or float64 ``x``; masked entries must be -inf.
-    ``x`` is changed and restored."""
+    ``x`` is changed and restored; ``scratch`` (``x``'s shape and dtype), where given, holds
+    the temporaries."""
     high = x.amax(-1, keepdim=True)
-    top = first_index(x, high)
-    return high.squeeze(-1), top.squeeze(-1), second_largest(x, top, high)
+    top = first_index(x, high, scratch)
+    return high.squeeze(-1), top.squeeze(-1), second_largest(x, top, high, scratch)
 
 
-def second_largest(x: torch.Tensor, top: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+def second_largest(
+    x: torch.Tensor, top: torch.Tensor, high: torch.Tensor, scratch: torch.Tensor | None = None
+) -> torch.Tensor:
     """The index of each row's second largest entry, given the index ``top`` of its largest
     and the value ``high`` there (both shaped (..., 1)); any index, ``top`` included, where
     every other entry is -inf. ``x`` is changed and restored."""
     x.scatter_(-1, top, -math.inf)
-    second = first_index(x, x.amax(-1, keepdim=True))
+    second = first_index(x, x.amax(-1, keepdim=True), scratch)
     x.scatter_(-1, top, high)
     return second.squeeze(-1)
 
@@ -71,14 +76,17 @@ def second_largest(x: torch.Tensor, top: torch.Tensor, high: torch.Tensor) -> to
 _APART = 1e30
 
 
-def first_index(x: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
+def first_index(
+    x: torch.Tensor, value: torch.Tensor, scratch: torch.Tensor | None = None
+) -> torch.Tensor:
     """(..., 1): the index of the first entry of each row equal to ``value`` (..., 1), the
     row's maximum. ``max(dim)`` and ``argmax`` find it too, but on a CPU they take about 20
     times as long as ``amax``: here, the entries at the maximum score a countdown k..1 and the
     others far below it, and one ``amax`` picks the first."""
     k = x.shape[-1]
     countdown = torch.arange(k, 0, -1, dtype=x.dtype, device=x.device)
-    scored = torch.add(countdown, torch.sub(x, value), alpha=_APART)
+    apart = torch.sub(x, value, out=scratch) if scratch is not None else torch.sub(x, value)
+    scored = torch.add(countdown, apart, alpha=_APART, out=apart)
     found = k - scored.amax(-1, keepdim=True).nan_to_num_(k, k, k)  # NaN, ±inf rows: index 0
     return found.clamp_(0, k - 1).long()
 
