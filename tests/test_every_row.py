@@ -442,13 +442,36 @@ def test_a_failing_statistic_leaves_no_empty_site(monkeypatch: pytest.MonkeyPatc
     def broken(*args: Any, **kwargs: Any) -> HeadStats:
         raise RuntimeError("broken on purpose")
 
-    monkeypatch.setattr(adapters, "head_stats", broken)
+    monkeypatch.setattr(adapters, "rows_of_qk", broken)
     q = k = v = torch.randn(1, 2, 5, 4)
     with AttentionMonitor(all_rows=True) as mon:
         torch.nn.functional.scaled_dot_product_attention(q, k, v)
     report = mon.report()
     assert report.records == []
     assert "broken on purpose" in " ".join(str(report).split())  # wrapped at 88 columns
+
+
+def test_a_failing_reduction_per_head_is_reported_at_its_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The every-row statistics are reduced per head at the flush, for all calls together: a
+    failure there is a monitor error at each call's site, and the call keeps its sampled
+    statistics, without per-head ones."""
+    from attnscale._monitor import every_row
+
+    def broken(*args: Any, **kwargs: Any) -> HeadStats:
+        raise RuntimeError("broken on purpose")
+
+    monkeypatch.setattr(every_row._Rows, "per_head", broken)
+    q = k = v = torch.randn(1, 2, 5, 4)
+    with AttentionMonitor(all_rows=True) as mon:
+        for _ in range(2):
+            torch.nn.functional.scaled_dot_product_attention(q, k, v)
+    report = mon.report()
+    (record,) = report.records
+    assert [s.heads for s in record.series] == [None, None]
+    assert record.series[0].entropy is not None
+    assert "broken on purpose" in " ".join(str(report).split())
 
 
 @pytest.mark.filterwarnings("ignore:.*flex_attention called without torch.compile")

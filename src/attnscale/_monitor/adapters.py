@@ -26,7 +26,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .calls import PATHS, Call, Path, Reader, handles
-from .every_row import HeadStats, head_stats, head_stats_of_logits
+from .every_row import HeadStats, head_stats, head_stats_of_logits, rows_of_qk
 from .lineage import head_scales, physical, position_range, unscaled, value
 
 __all__ = [
@@ -122,7 +122,7 @@ def on_sdpa(
         # as before the factors on q and k, which the scale includes
         q_rows=unscaled(qs, capture.lineages.prescale(given_q)),
         k_rows=unscaled(ks, capture.lineages.prescale(given_k)),
-        heads=lambda: head_stats(
+        heads=lambda: rows_of_qk(
             q, k, scale=c, attn_mask=b.get("attn_mask"), is_causal=b.get("is_causal", False)
         ),
         gradient=_sdpa_gradient(capture, b, qs, logits, out),

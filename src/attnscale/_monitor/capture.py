@@ -53,7 +53,7 @@ from torch.overrides import TorchFunctionMode
 from . import adapters, calls
 from . import compiled as _compiled  # noqa: F401  (its handlers fill calls.TRACED)
 from .calls import HANDLERS, PATHS, TRACED, Call, handles
-from .every_row import head_stats_of_logits
+from .every_row import RowStats, head_stats_of_logits, per_head_of, rows_of_logits
 from .hooks import REGISTRY, set_stack, stack_snapshot
 from .lineage import (
     EXP,
@@ -77,8 +77,8 @@ from .lineage import (
 )
 from .report import AttentionRecord, AttentionStats
 from .run import Run
-from .stats import RowSums, grouped_logit_stats, grouped_qk_spreads, row_sums
 from .scratch import Pool, pooled
+from .stats import RowSums, grouped_logit_stats, grouped_qk_spreads, row_sums
 
 __all__ = ["Capture"]
 
@@ -104,7 +104,7 @@ class Pending:
     k: RowSums | None
     qk_rows: bool  # q and k kept one query (key) per row
     head_dim: int | None
-    heads: dict[str, list[float | None]] | None
+    heads: RowStats | dict[str, list[float | None]] | None  # reduced per head at the flush
     run_step: int
     stats: AttentionStats | None = None
     grad_norm: float | None = None  # a gradient that came before the statistics
@@ -546,7 +546,7 @@ class Capture(TorchFunctionMode):
             # as before the factors on q and k, which the scale includes
             q_rows=unscaled(self.sample(q_rows, q_rows.dim() - 2), product.q_prescale),
             k_rows=unscaled(self.sample(k_rows), product.k_prescale),
-            heads=lambda: head_stats_of_logits(
+            heads=lambda: rows_of_logits(
                 scores,
                 masked=_masked(scores, full_mask, sink, self.mask_value),
                 raw=product.out,
@@ -699,6 +699,7 @@ class Capture(TorchFunctionMode):
             for entry, stats in zip(members, self._grouped(members, key), strict=True):
                 if stats is not None:
                     measured[id(entry)] = stats
+        self._per_head(pending)
         spreads = grouped_qk_spreads([(e.q, e.k, e.call.scale, e.qk_rows) for e in pending])
         for entry, spread in zip(pending, spreads, strict=True):  # in the order of the calls
             if id(entry) in measured:
@@ -764,7 +765,7 @@ class Capture(TorchFunctionMode):
             max_abs_qk=max_abs_qk,
             **spread,
             **stats,
-            heads=entry.heads,
+            heads=None if isinstance(entry.heads, RowStats) else entry.heads,
             run_step=entry.run_step,
         )
         if entry.grad_norm is not None:
@@ -775,14 +776,33 @@ class Capture(TorchFunctionMode):
             record.series.append(s)
         entry.stats = s
 
-    def _every_row(self, call: Call) -> dict[str, list[float | None]] | None:
+    def _every_row(self, call: Call) -> RowStats | dict[str, list[float | None]] | None:
         """Per-head statistics over every row, with ``all_rows``: a few large operations over
         every logit, on as many threads as the model uses, at once (they read the model's
-        tensors, which a later flush would keep alive)."""
+        tensors, which a later flush would keep alive). Statistics per row wait for their
+        reduction per head at the flush (``_per_head``), with other calls'."""
         if not self.all_rows or call.heads is None:
             return None
         with pooled(self.pool):
-            return call.heads().to_dict()  # type: ignore[no-any-return]
+            found = call.heads()
+        return found if isinstance(found, RowStats) else found.to_dict()
+
+    def _per_head(self, pending: list[Pending]) -> None:
+        """Reduce the every-row statistics of the calls that wait for it per head, together;
+        one by one if that fails, each error counted at its call's site."""
+        waiting = [e for e in pending if isinstance(e.heads, RowStats)]
+        if not waiting:
+            return
+        try:
+            reduced = per_head_of([e.heads for e in waiting])  # type: ignore[misc]
+        except Exception:  # one by one below, where the error is counted
+            reduced = []
+        for i, e in enumerate(waiting):
+            try:
+                e.heads = (reduced[i] if reduced else e.heads.per_head()).to_dict()  # type: ignore[union-attr]
+            except Exception as err:  # never break the model: report instead
+                self.errors[(e.where, f"{e.call.kind}: {type(err).__name__}: {err}")] += 1
+                e.heads = None
 
     def watch_gradient(
         self,

@@ -50,7 +50,10 @@ from .scratch import buffer
 __all__ = ["HeadStats", "head_stats", "head_stats_of_logits"]
 
 _EXP_FLOOR = 80.0  # exp below e^-80 is lost against a row sum >= 1, and slow on CPU
-_CHUNK_VALUES = 1 << 18  # logits per key chunk by default: 1 MB in float32, cache-sized
+# logits per step by default, 4 MB in float32: a step costs a few dozen operations whatever its
+# size, and inside a monitor its temporaries are reused (``scratch``), so fewer, larger steps
+# are faster (a GPT-2-small layer, 786k logits, in one step: ~25% less time than in four)
+_CHUNK_VALUES = 1 << 20
 
 
 @dataclasses.dataclass(frozen=True)
@@ -219,9 +222,24 @@ def head_stats(
     chunk : int, optional
         Memory is O(batch · heads · L · chunk): each step takes that many logits at most, as
         whole rows where a row of every batch and head fits, else as ``chunk`` keys of every
-        row. By default one step holds under 2¹⁸ values (1 MB in float32: passes over a
-        chunk that stays in cache are the fast ones).
+        row. By default one step holds at most 2²⁰ values (4 MB in float32).
     """
+    return rows_of_qk(
+        q, k, scale=scale, attn_mask=attn_mask, is_causal=is_causal, chunk=chunk
+    ).per_head()
+
+
+@torch.no_grad()
+def rows_of_qk(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    *,
+    scale: float | None = None,
+    attn_mask: torch.Tensor | None = None,
+    is_causal: bool = False,
+    chunk: int | None = None,
+) -> RowStats:
+    """[head_stats][]'s statistics per query row, before their reduction per head."""
     q, k = _checked(q, k, attn_mask, chunk)
     *batch, heads, length, d = q.shape
     kv_heads, keys = k.shape[-3], k.shape[-2]
@@ -248,7 +266,8 @@ def head_stats(
         raw = torch.where(state.n >= 1, size, 0.0)
     state.drop(masks.padding())
     at_key = _sink_logits_of_qk(qg, kt, c, masks)
-    return state.per_head(_per_head(raw[None], group, "max")[0], group, at_key, keys)
+    raw = _per_head(raw[None], group, "max")[0]
+    return RowStats(state, raw, state.sink(group, at_key, keys), group, keys)
 
 
 def _qk_whole_rows(
@@ -358,6 +377,22 @@ def head_stats_of_logits(
     position of the first row, where the logits are a block of rows cut from a longer call:
     the positional offsets count from it.
     """
+    return rows_of_logits(
+        logits, masked=masked, raw=raw, probs=probs, chunk=chunk, first_row=first_row
+    ).per_head()
+
+
+@torch.no_grad()
+def rows_of_logits(
+    logits: torch.Tensor,
+    *,
+    masked: torch.Tensor | None = None,
+    raw: torch.Tensor | None = None,
+    probs: torch.Tensor | None = None,
+    chunk: int | None = None,
+    first_row: int = 0,
+) -> RowStats:
+    """[head_stats_of_logits][]'s statistics per query row, before their reduction per head."""
     *batch, heads, length, keys = logits.shape
     first_row = _checks.integer(first_row, "first_row", low=0, high=2**62)
     work = torch.float64 if logits.dtype == torch.float64 else torch.float32
@@ -384,7 +419,70 @@ def head_stats_of_logits(
         r = raw.detach().reshape(-1, heads, raw.shape[-2] * raw.shape[-1])  # no |raw| copy
         size = torch.maximum(r.amax(dim=(0, 2)), -r.amin(dim=(0, 2))).double()
     at_key = _sink_logits_of(x, None if masked is None else masked.detach(), logits.shape, work)
-    return state.per_head(size, 1, at_key, keys, first_row)
+    return RowStats(state, size, state.sink(1, at_key, keys), 1, keys, first_row)
+
+
+@dataclasses.dataclass(frozen=True)
+class RowStats:
+    """One call's statistics per query row, with each head's sink key read: what needs the
+    model's tensors. Their reduction per head ([per_head][]) can wait, and run once for
+    several calls ([per_head_of][])."""
+
+    rows: _Rows
+    raw: torch.Tensor  # (heads,): max |q·k|
+    sink: _Sink
+    group: int  # query heads per key head
+    keys: int
+    first_row: int = 0
+
+    def per_head(self) -> HeadStats:
+        return self.rows.per_head(self.raw, self.group, self.sink, self.keys, self.first_row)
+
+    def alike(self) -> tuple[object, ...]:
+        """Calls with the same value here reduce together: rows of one batch and length."""
+        b, _, rows = self.rows.m.shape
+        return (
+            b,
+            rows,
+            self.rows.m.dtype,
+            self.rows.m.device,
+            self.group,
+            self.keys,
+            self.first_row,
+        )
+
+
+def per_head_of(calls: list[RowStats]) -> list[HeadStats]:
+    """Each call's [per_head][RowStats.per_head], with one set of reductions for the calls
+    that are alike (a model's layers): their heads joined after one another. A reduction
+    costs a few dozen small operations whatever its size."""
+    groups: dict[tuple[object, ...], list[int]] = {}
+    for i, call in enumerate(calls):
+        groups.setdefault(call.alike(), []).append(i)
+    out: list[HeadStats | None] = [None] * len(calls)
+    for members in groups.values():
+        parts = [calls[i] for i in members]
+        first = parts[0]
+        joined = RowStats(
+            _Rows.joined([p.rows for p in parts]),
+            torch.cat([p.raw for p in parts]),
+            (
+                torch.cat([p.sink[0] for p in parts]),
+                torch.cat([p.sink[1] for p in parts], 1),
+                torch.cat([p.sink[2] for p in parts], 1),
+            ),
+            first.group,
+            first.keys,
+            first.first_row,
+        ).per_head()
+        sizes = [p.raw.numel() for p in parts]
+        split = zip(
+            *(getattr(joined, f.name).split(sizes) for f in dataclasses.fields(HeadStats)),
+            strict=True,
+        )
+        for i, fields in zip(members, split, strict=True):
+            out[i] = HeadStats(*fields)
+    return out  # type: ignore[return-value]
 
 
 def _from_probabilities(
@@ -722,11 +820,34 @@ class _Rows:
         self.top[..., rows] = torch.where(ahead, top, i1)
         return high
 
+    def sink(self, group: int, at_key: _AtKey, keys: int) -> _Sink:
+        """Each head's sink key (of ``keys``: the key most rows put their largest weight on),
+        and every row's logit there and whether the row sees it, as (B, kv_heads, L · group)
+        tensors: ``at_key`` reads them from the model's tensors, which must still exist."""
+        sink = structure.sink_keys(
+            self._by_head(self.top, group), self._by_head(self.n >= 2, group), keys
+        )
+        logit, seen = at_key(sink)
+        return sink, logit.expand(self.m.shape), seen.expand(self.m.shape)
+
+    @classmethod
+    def joined(cls, parts: list[_Rows]) -> _Rows:
+        """The rows of several calls of one batch and length as one state, their kv heads
+        after one another."""
+        fields = ("m", "s", "t", "low", "n", "first", "top", "second")
+        return cls(*(torch.cat([getattr(r, f) for r in parts], 1) for f in fields))
+
+    def _by_head(self, t: torch.Tensor, group: int) -> torch.Tensor:
+        """(B, kv, L·group) -> (B, heads, L)."""
+        b, kv, rows = self.m.shape
+        t = t.expand(b, kv, rows).reshape(b, kv, rows // group, group)
+        return t.transpose(2, 3).reshape(b, kv * group, rows // group)
+
     def per_head(
-        self, raw: torch.Tensor, group: int, at_key: _AtKey, keys: int, first_row: int = 0
+        self, raw: torch.Tensor, group: int, sink: _Sink, keys: int, first_row: int = 0
     ) -> HeadStats:
         """Reduce the rows to one value per query head (``raw``: max |q·k| per head;
-        ``at_key``: each row's logit at one key per head, of ``keys``, see ``_structure``)."""
+        ``sink``: see [sink][]; ``keys``: the keys per row)."""
         live, some = self.n >= 2, self.n >= 1
         log_s = self.s.log()  # rows that see a key have s >= 1
         lse = self.m + log_s
@@ -754,24 +875,21 @@ class _Rows:
             rows=n_some,
             entropy_rows=n_live,
             masked=n_masked,
-            **self._structure(group, at_key, keys, first_row),
+            **self._structure(group, sink, keys, first_row),
         )
 
     def _structure(
-        self, group: int, at_key: _AtKey, keys: int, first_row: int
+        self, group: int, sink_at: _Sink, keys: int, first_row: int
     ) -> dict[str, torch.Tensor]:
-        """Each head's sink key and most common offset (see ``structure``). ``at_key`` gives,
-        for one key per query head, every row's logit there and whether the row sees it, as
-        (B, kv_heads, L · group) tensors; query i of the rows is at position first_row + i."""
+        """Each head's sink weight and most common offset (see ``structure``), given its sink
+        key and every row's logit there (``sink_at``); query i of the rows is at position
+        first_row + i."""
 
-        def by_head(t: torch.Tensor) -> torch.Tensor:  # (B, kv, L·group) -> (B, heads, L)
-            b, kv, rows = self.m.shape
-            t = t.expand(b, kv, rows).reshape(b, kv, rows // group, group)
-            return t.transpose(2, 3).reshape(b, kv * group, rows // group)
+        def by_head(t: torch.Tensor) -> torch.Tensor:
+            return self._by_head(t, group)
 
+        sink, logit, seen = sink_at
         live, top, second = by_head(self.n >= 2), by_head(self.top), by_head(self.second)
-        sink = structure.sink_keys(top, live, keys)
-        logit, seen = at_key(sink)
         log_s = self.s.log()
         p0 = torch.where(seen, (logit - self.m - log_s).exp(), 0.0)
         entropy = torch.where(self.n >= 1, log_s - self.t / self.s, 0.0)
@@ -797,6 +915,8 @@ class _Rows:
 
 #: For one key per query head (heads,), every row's logit there and whether the row sees it.
 _AtKey = Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+#: Each head's sink key (heads,), every row's logit there and whether the row sees it.
+_Sink = tuple[torch.Tensor, torch.Tensor, torch.Tensor]
 
 
 def _sink_logits_of_qk(qg: torch.Tensor, kt: torch.Tensor, c: float, masks: _Masks) -> _AtKey:
