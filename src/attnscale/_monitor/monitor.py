@@ -130,7 +130,10 @@ class AttentionMonitor:
         hand-written attention (from its logits and the weights it computed, with no
         exponential). A head whose max logit passes the ``max_logit``
         threshold (QK-Clip's τ = 100) is a ``large-logits`` warning, with the step it first
-        happened at over a run. Off by default: it costs about one more pass over the scores.
+        happened at over a run. Off by default: it reads every logit of each call again,
+        about twenty passes over its scores (the temporaries in buffers of up to 2²⁰ values
+        each, kept while the monitor lives); ``benchmarks/bench_monitor.py`` measures the
+        cost.
     sample_batch : int
         Statistics use at most this many elements of the leading (batch) axis,
         which keeps the overhead low.
