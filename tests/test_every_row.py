@@ -546,3 +546,92 @@ def test_sampled_statistics_give_each_heads_entropy_and_first_key_weight() -> No
         p[..., 0].mean(dim=(0, 2)).tolist(), rel=1e-5
     )
     assert out["head_first_key_weight"][1] > 0.99
+
+
+def _pooling_cases() -> list[tuple[str, Any]]:
+    """Every-row calls of each path that takes buffers from a pool: hand-written causal
+    attention (from the model's weights, its mask read from the logits), the same with a key
+    padding mask, and q·k for SDPA (causal; and a float mask), in two sizes."""
+    from functools import partial
+
+    from attnscale import head_stats_of_logits
+
+    cases: list[tuple[str, Any]] = []
+    gen = torch.Generator().manual_seed(3)
+    for b, h, n in ((2, 3, 40), (1, 2, 24)):  # the second smaller: buffers reused, cut
+        q, k = (torch.randn(b, h, n, 8, generator=gen) * 3 for _ in range(2))
+        qk = q @ k.transpose(-2, -1)
+        visible = torch.ones(n, n, dtype=torch.bool).tril()
+        logits = torch.where(visible, qk / 8**0.5, torch.finfo(torch.float32).min)
+        padded = torch.zeros(b, 1, 1, n, dtype=torch.bool)
+        padded[0, ..., -3:] = True
+        masked = ~visible | padded
+        bias = torch.randn(n, n, generator=gen).masked_fill(~visible, -math.inf)
+        padded_logits = logits.masked_fill(masked, -1e9)
+        size = f"{b}x{h}x{n}"
+        cases += [
+            (
+                f"weights {size}",
+                partial(
+                    head_stats_of_logits,
+                    logits,
+                    masked=logits <= -1e4,
+                    raw=qk,
+                    probs=logits.softmax(-1),
+                ),
+            ),
+            (
+                f"padding {size}",
+                partial(
+                    head_stats_of_logits,
+                    padded_logits,
+                    masked=masked,
+                    raw=qk,
+                    probs=padded_logits.softmax(-1),
+                ),
+            ),
+            (f"sdpa causal {size}", partial(head_stats, q, k, is_causal=True)),
+            (f"sdpa bias {size}", partial(head_stats, q, k, attn_mask=bias)),
+        ]
+    return cases
+
+
+def test_pooled_buffers_change_no_statistic() -> None:
+    """Inside a monitor the every-row passes take their temporaries from buffers kept for its
+    life (``scratch.pooled``), reused by calls of other shapes: the statistics are the same
+    to the bit as with fresh tensors."""
+    from attnscale._monitor.scratch import Pool, pooled
+
+    cases = _pooling_cases()
+    fresh = [run().to_dict() for _, run in cases]
+    pool = Pool()
+    for _ in range(2):  # the second round: every buffer already there, holding old values
+        with pooled(pool):
+            again = [run().to_dict() for _, run in cases]
+        for (name, _), a, b in zip(cases, fresh, again, strict=True):
+            assert a == b, name
+
+
+def test_calls_reduced_per_head_together_match_each_alone() -> None:
+    """The monitor reduces the every-row statistics of all calls alike at once (their heads
+    joined); each call's statistics are those it has alone, and calls of another shape are
+    reduced apart."""
+    from attnscale._monitor.every_row import per_head_of, rows_of_logits, rows_of_qk
+
+    gen = torch.Generator().manual_seed(5)
+    calls = []
+    for n in (32, 32, 20, 32):
+        q, k = (torch.randn(2, 3, n, 8, generator=gen) * 2 for _ in range(2))
+        calls.append(rows_of_qk(q, k, is_causal=True))
+    logits = torch.randn(2, 3, 32, 32, generator=gen) * 4
+    calls.append(rows_of_logits(logits, probs=logits.softmax(-1)))
+    alone = [c.per_head().to_dict() for c in calls]
+    together = [h.to_dict() for h in per_head_of(calls)]
+    def numbers(values: list[float | None]) -> list[float]:
+        return [math.nan if v is None else v for v in values]
+
+    for a, b in zip(alone, together, strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            expected = pytest.approx(numbers(a[key]), rel=1e-12, abs=1e-15, nan_ok=True)
+            assert numbers(b[key]) == expected, key

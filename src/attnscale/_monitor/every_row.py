@@ -286,7 +286,8 @@ def _qk_whole_rows(
         r1 = min(r0 + step, rows)
         width = min(keys, int(masks.rows[r1 - 1]) + 1) if skip else keys
         shape = (b, kv, r1 - r0, width)
-        x = torch.matmul(qg[..., r0:r1, :], kt[..., :width], out=buffer("qk", shape, *_of(qg)))
+        out = buffer("qk", shape, qg.dtype, qg.device)
+        x = torch.matmul(qg[..., r0:r1, :], kt[..., :width], out=out)
         raw = torch.zeros(()) if skip else torch.maximum(x.amax(-1), -x.amin(-1))
         bias, visible = masks.block(r0, r1, width)
         folded = _fold(x.mul_(c), bias, x.dtype, own=True)
@@ -531,10 +532,6 @@ def _from_probabilities(
         return None
     s = pmax.reciprocal()
     return _Rows(m, s, s * t, low, count, first, top, second)
-
-
-def _of(t: torch.Tensor) -> tuple[torch.dtype, torch.device]:
-    return t.dtype, t.device
 
 
 def _row_blocks(length: int, keys: int, chunk: int) -> list[slice]:
