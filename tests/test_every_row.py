@@ -627,6 +627,7 @@ def test_calls_reduced_per_head_together_match_each_alone() -> None:
     calls.append(rows_of_logits(logits, probs=logits.softmax(-1)))
     alone = [c.per_head().to_dict() for c in calls]
     together = [h.to_dict() for h in per_head_of(calls)]
+
     def numbers(values: list[float | None]) -> list[float]:
         return [math.nan if v is None else v for v in values]
 
