@@ -180,7 +180,7 @@ def _sdpa_masks(
     lk: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits with SDPA's causal and explicit masks applied, and what a float mask masked."""
-    rows = capture.row_index(lq).to(logits.device)
+    rows = capture.row_index(lq, logits.device)
     if b.get("is_causal", False):
         allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device)
         logits = logits.masked_fill(~allowed.tril(diagonal=lk - lq)[rows], -math.inf)
@@ -254,7 +254,7 @@ def on_flex(
     qs = capture.sample(q, rows_dim=2)  # (nb, heads, rows, d)
     ks = _repeat_heads(capture.sample(k), qs)
     nb, heads, lq, lk = qs.shape[0], q.shape[1], q.shape[2], k.shape[2]
-    rows = capture.row_index(lq).to(q.device)
+    rows = capture.row_index(lq, q.device)
     grid = (
         torch.arange(nb, device=q.device),
         torch.arange(heads, device=q.device),
@@ -519,7 +519,7 @@ class _MhaInputs:
         self.query, self.key, self.value = (t[:, : self.nb] for t in (query, key, value))
         self.m, self.e, self.d = m, e, e // m.num_heads
         capture.size_sample((self.bsz, m.num_heads, self.lq, key.shape[0]))
-        self.rows = capture.row_index(self.lq).to(query.device)
+        self.rows = capture.row_index(self.lq, query.device)
 
     def project(self, x: torch.Tensor, which: int) -> torch.Tensor:
         """x through the q (0), k (1) or v (2) input projection, in float32."""

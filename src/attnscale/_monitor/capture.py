@@ -72,6 +72,7 @@ from .lineage import (
     mean_factor,
     physical,
     position_range,
+    replaced,
     unscaled,
     value,
 )
@@ -83,6 +84,7 @@ from .stats import RowSums, grouped_logit_stats, grouped_qk_spreads, row_sums
 __all__ = ["Capture"]
 
 _BADDBMM = {torch.baddbmm, torch._C.TensorBase.baddbmm}
+_AUTOCAST_DEVICES = ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",)
 #: the fewest query rows a call's statistics use, however large its heads and keys
 MIN_ROWS = 8
 #: calls kept for their statistics before a flush, where no module's end comes (functional
@@ -168,6 +170,9 @@ class Capture(TorchFunctionMode):
         self._param_ptrs: dict[int, set[int]] = {}
         self._pending: list[Pending] = []
         self.pool = Pool()  # the every-row passes' temporaries, kept for the monitor's life
+        self._row_index: dict[tuple[int, int, torch.device | None], torch.Tensor] = {}
+        # the weights of the latest softmaxes read: their product with v is no q·kᵀ
+        self._weights: collections.deque[weakref.ref[torch.Tensor]] = collections.deque(maxlen=4)
 
     # -- life cycle -------------------------------------------------------
 
@@ -282,9 +287,7 @@ class Capture(TorchFunctionMode):
         for root in roots:
             ptrs = self._param_ptrs.get(id(root))
             if ptrs is None:
-                found = (_storage(p) for p in (*root.parameters(), *root.buffers()))
-                ptrs = {p for p in found if p is not None}
-                self._param_ptrs[id(root)] = ptrs
+                ptrs = self._param_ptrs[id(root)] = _storages(root)
             if ptr in ptrs:
                 return True
         return False
@@ -367,14 +370,18 @@ class Capture(TorchFunctionMode):
         Outside autocast: an fp16 autocast around the model must not make the monitor's
         float32 recomputation overflow.
         """
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(torch._C.DisableTorchFunction())
-            stack.enter_context(torch.no_grad())
+        with torch._C.DisableTorchFunction(), torch.no_grad():
             # The statistics are computed in the dtype the monitor chooses (float32), not
-            # in the one an autocast region around the model would pick.
-            for device in ("cpu", "cuda") if torch.cuda.is_available() else ("cpu",):
-                stack.enter_context(torch.autocast(device, enabled=False))
-            yield
+            # in the one an autocast region around the model would pick. Entering autocast
+            # costs more than a small statistic: only where it is on.
+            devices = [d for d in _AUTOCAST_DEVICES if torch.is_autocast_enabled(d)]
+            if not devices:
+                yield
+                return
+            with contextlib.ExitStack() as stack:
+                for device in devices:
+                    stack.enter_context(torch.autocast(device, enabled=False))
+                yield
 
     def _guarded(self, where: str, kind: str, read: Callable[[], Call | None]) -> None:
         """Read one call with its handler and record it; an error is counted, not raised."""
@@ -408,6 +415,8 @@ class Capture(TorchFunctionMode):
         if self._mixed_across_heads(found[0], found[1], out):
             return
         a, b, head_dim, factor, q_rows, k_rows, (q_axis, k_axis) = found
+        if any(w() is a or w() is b for w in self._weights):
+            return  # the weights times v: attention's output, no new scores
         if self._is_parameter(a) or self._is_parameter(b):
             return  # an activation times a parameter: a classifier head, not q·kᵀ
         prescaled = [self.lineages.prescaled(t) for t in (a, b)]  # factors on q and k
@@ -472,7 +481,7 @@ class Capture(TorchFunctionMode):
         if found is None:
             return None
         x, dim = found
-        lin, given = self.lineages.of(x), x  # the gradient reaches the tensor the model used
+        lin, given, weights = self.lineages.of(x), x, out  # the tensors the model used
         if lin is not None and lin.product is not None and lin.product.edges:
             return self._on_edge_softmax(func, x, lin)
         placed = _keys_placed(x, dim, lin, out)
@@ -485,9 +494,11 @@ class Capture(TorchFunctionMode):
         if matched is None:
             return None
         product, read = matched
+        if func in SOFTMAX and isinstance(weights, torch.Tensor):
+            self._weights.append(weakref.ref(weights))
         if is_batched(x):  # inside torch.vmap: the whole batch, the shift is per sample
             x, out = physical(x), physical(out)
-            lin = None if lin is None else dataclasses.replace(lin, row_shift=None, mask=None)
+            lin = None if lin is None else replaced(lin, row_shift=None, mask=None)
         grad = lambda g: self.sample(_keys_last(g, moved), g.dim() - 2)  # noqa: E731
         return self._softmax_call(func, x, out, lin, product, read, gradient=(given, grad))
 
@@ -614,9 +625,17 @@ class Capture(TorchFunctionMode):
         fit = self.max_sampled_logits // max(per_row, 1)
         self.rows = max(MIN_ROWS, min(self.max_query_rows, fit))
 
-    def row_index(self, n: int) -> torch.Tensor:
-        step = math.ceil(n / self.rows) if n > self.rows else 1
-        return torch.arange(0, n, step)
+    def row_index(self, n: int, device: torch.device | None = None) -> torch.Tensor:
+        """The sampled rows of ``n`` (a strided subset of ``self.rows`` of them), on
+        ``device`` (the CPU by default); one tensor per shape, kept: not to be written."""
+        key = (n, self.rows, device)
+        found = self._row_index.get(key)
+        if found is None:
+            if len(self._row_index) > 256:  # a generation loop meets a new length each step
+                self._row_index.clear()
+            step = math.ceil(n / self.rows) if n > self.rows else 1
+            found = self._row_index[key] = torch.arange(0, n, step, device=device)
+        return found
 
     def sample(self, t: torch.Tensor, rows_dim: int | None = None) -> torch.Tensor:
         """Keep the first ``sample_batch`` batch elements and a strided subset of rows."""
@@ -626,7 +645,7 @@ class Capture(TorchFunctionMode):
         if rows_dim is not None:
             n = t.shape[rows_dim]
             if n > self.rows:
-                t = t.index_select(rows_dim, self.row_index(n).to(t.device))
+                t = t.index_select(rows_dim, self.row_index(n, t.device))
         return t
 
     def record(self, where: str, call: Call) -> Pending:
@@ -641,7 +660,7 @@ class Capture(TorchFunctionMode):
         entry = Pending(
             where=where,
             record=self._site(call.kind, where),
-            call=dataclasses.replace(
+            call=replaced(
                 call, q=None, k=None, q_rows=None, k_rows=None, heads=None, gradient=None
             ),
             rows=self.row_index(call.shape[-2]) if len(call.shape) >= 2 else None,
@@ -938,6 +957,22 @@ def _storage(t: torch.Tensor) -> int | None:
         return None
 
 
+def _storages(root: nn.Module) -> set[int]:
+    """Where the data of ``root``'s parameters and buffers live (one pass over its modules;
+    the tensors without plain storage left out, as by ``_storage``)."""
+    ptrs = set()
+    for m in root.modules():
+        for p in (*m._parameters.values(), *m._buffers.values()):
+            # a sparse tensor, a subclass without storage: left out
+            if p is not None:
+                with contextlib.suppress(
+                    RuntimeError, NotImplementedError, TypeError, AttributeError
+                ):
+                    ptrs.add(p.untyped_storage().data_ptr())
+    ptrs.discard(0)  # empty and meta tensors: no data anywhere
+    return ptrs
+
+
 _Operands = tuple[
     torch.Tensor,
     torch.Tensor,
@@ -1028,9 +1063,8 @@ def _used_dims(q: torch.Tensor, k: torch.Tensor, head_dim: int) -> int:
     if q.shape[-1] != head_dim or k.shape[-1] != head_dim or not q.numel() or not k.numel():
         return head_dim
     # the usual case, settled on a few rows of the first head (views: a transposed q is not
-    # copied): padding is zero in all
-    lead = (0,) * (q.dim() - 2)
-    if bool((q[lead][:8] != 0).all()) and bool((k[(0,) * (k.dim() - 2)][:8] != 0).all()):
+    # copied): padding is zero in all; all() of a float tensor: no zero in it
+    if bool(q[(0,) * (q.dim() - 2)][:8].all() & k[(0,) * (k.dim() - 2)][:8].all()):
         return head_dim
     qf, kf = q.reshape(-1, head_dim), k.reshape(-1, head_dim)
     used = (qf != 0).any(0) & (kf != 0).any(0)
@@ -1101,10 +1135,10 @@ def _keys_placed(
         return None
     product, moved = placed
     if moved == (last - 1, last):
-        return x, out, dataclasses.replace(lin, product=product), None
-    lin = dataclasses.replace(lin, product=product, row_shift=None)
+        return x, out, replaced(lin, product=product), None
+    lin = replaced(lin, product=product, row_shift=None)
     if lin.mask is not None and lin.mask.shape == x.shape:
-        lin = dataclasses.replace(lin, mask=_keys_last(lin.mask, moved))
+        lin = replaced(lin, mask=_keys_last(lin.mask, moved))
     return _keys_last(x, moved), _keys_last(out, moved), lin, moved
 
 

@@ -13,16 +13,17 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch.nn import functional as F
-from torch.utils.weak import WeakIdKeyDictionary
 
 __all__ = ["EXP", "FOLLOWED", "LOG_SOFTMAX", "PRODUCT", "SOFTMAX", "Lineage", "Lineages", "Product"]
 
 _TB = torch._C.TensorBase
+_D = TypeVar("_D")
 
 # functions whose result is its first argument's values, rearranged or cast
 SAME = {
@@ -96,6 +97,8 @@ STACK = {torch.stack}
 WRITE = {_TB.__setitem__, _TB.copy_, _TB.index_put_, torch.index_put}
 # a per-node value spread to edges (graph attention's softmax): the index groups the edges
 GATHER = {torch.index_select, _TB.index_select, torch.repeat_interleave, _TB.repeat_interleave}
+# functions with a rule of their own; the others carry their first argument's lineage
+_OWN_RULE = frozenset(GATHER | WRITE | MUL | DIV | ADD | CAT | STACK)
 #: Every function a lineage follows.
 FOLLOWED = frozenset(SAME | SPLIT | MUL | DIV | ADD | TANH | REDUCE | CAT | STACK | WRITE)
 #: Products of two tensors: q·kᵀ when both are activations.
@@ -138,7 +141,7 @@ class Product:
 
     def swapped(self) -> Product:
         """The same product read the other way round: q is k's side."""
-        return dataclasses.replace(
+        return replaced(
             self,
             q=self.k,
             k=self.q,
@@ -179,7 +182,21 @@ class Lineage:
     groups: torch.Tensor | None = None
 
     def times(self, s: float) -> Lineage:
-        return dataclasses.replace(self, factor=self.factor * s)
+        return replaced(self, factor=self.factor * s)
+
+
+def replaced(obj: _D, /, **changes: Any) -> _D:
+    """``dataclasses.replace`` for the dataclasses here (frozen, no ``__post_init__``): a copy
+    of the instance's fields with ``changes``, several times faster; the monitor makes one at
+    most steps of a lineage."""
+    fields = obj.__dict__
+    if not changes.keys() <= fields.keys():
+        raise TypeError(
+            f"{type(obj).__name__} has no field {sorted(changes.keys() - fields.keys())}"
+        )
+    new = object.__new__(type(obj))
+    new.__dict__.update(fields, **changes)
+    return new
 
 
 def is_scalar(x: object) -> bool:
@@ -265,7 +282,7 @@ def _folded(lin: Lineage, head_factor: torch.Tensor) -> Lineage:
     sizes = head_factor.detach().abs().float()
     low, high = float(sizes.min()) / g, float(sizes.max()) / g
     varies = high > low * (1 + 1e-6)
-    return dataclasses.replace(
+    return replaced(
         lin,
         factor=lin.factor * g,
         head_factor=None,
@@ -340,8 +357,8 @@ def _with_mask(lin: Lineage, positions: torch.Tensor | None, out: torch.Tensor) 
     try:
         masks = [torch.broadcast_to(m, out.shape) for m in (lin.mask, positions) if m is not None]
     except RuntimeError:  # shapes that do not line up: no mask information
-        return dataclasses.replace(lin, mask=None)
-    return dataclasses.replace(lin, mask=masks[0] if len(masks) == 1 else masks[0] | masks[1])
+        return replaced(lin, mask=None)
+    return replaced(lin, mask=masks[0] if len(masks) == 1 else masks[0] | masks[1])
 
 
 def _other_operand(
@@ -373,7 +390,32 @@ def _row_shift(
         return None
     taken = other.detach() if func in MINUS else -other.detach()
     total = taken if lin.row_shift is None else lin.row_shift + taken
-    return dataclasses.replace(lin, row_shift=total)
+    return replaced(lin, row_shift=total)
+
+
+class TensorMap:
+    """Values keyed by a tensor's identity, each forgotten when its tensor is freed. As
+    ``torch.utils.weak.WeakIdKeyDictionary``, whose every lookup builds a weak reference in
+    Python: here a lookup is one dict access, and the monitor makes hundreds per forward."""
+
+    __slots__ = ("__weakref__", "_data")
+
+    def __init__(self) -> None:
+        self._data: dict[int, tuple[weakref.ref[Any], Any]] = {}
+
+    def get(self, t: object) -> Any:
+        entry = self._data.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else None
+
+    def __setitem__(self, t: torch.Tensor, value: Any) -> None:
+        key, owner = id(t), weakref.ref(self)  # weak: no cycle through the callback
+
+        def forget(ref: weakref.ref[Any]) -> None:
+            this = owner()
+            if this is not None and this._data.get(key, (None,))[0] is ref:
+                del this._data[key]
+
+        self._data[key] = (weakref.ref(t, forget), value)
 
 
 class Lineages:
@@ -381,28 +423,26 @@ class Lineages:
 
     def __init__(self, mask_value: float) -> None:
         self.mask_value = mask_value
-        self._of: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        # what a pass over a mask or a RoPE table found, by tensor and version: one causal
-        # mask or table is typically met once per layer
-        self._seen: WeakIdKeyDictionary = WeakIdKeyDictionary()
-        self._gathered: WeakIdKeyDictionary = WeakIdKeyDictionary()  # tensor -> its index
+        self.clear()
 
     def of(self, t: object) -> Lineage | None:
-        found: Lineage | None = self._of.get(t)  # type: ignore[no-untyped-call]
+        found: Lineage | None = self._of.get(t)
         return found
 
     def set(self, t: torch.Tensor, lin: Lineage) -> None:
         self._of[t] = lin
 
     def clear(self) -> None:
-        self._of = WeakIdKeyDictionary()
-        self._seen = WeakIdKeyDictionary()
-        self._gathered = WeakIdKeyDictionary()
+        self._of = TensorMap()
+        # what a pass over a mask or a RoPE table found, by tensor and version: one causal
+        # mask or table is typically met once per layer
+        self._seen = TensorMap()
+        self._gathered = TensorMap()  # tensor -> its index
 
     def _once(self, t: torch.Tensor, what: str, compute: Callable[[], Any]) -> Any:
         """``compute()``, remembered for this version of ``t``."""
         key = (what, t._version)
-        found = self._seen.get(t)  # type: ignore[no-untyped-call]
+        found = self._seen.get(t)
         if found is None or found[0] != key:
             found = (key, compute())
             self._seen[t] = found
@@ -426,6 +466,8 @@ class Lineages:
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
     ) -> None:
         """Carry the lineage of ``func``'s tracked input to ``out``, if it has one."""
+        if func not in _OWN_RULE and self._of.get(arg(args, kwargs, 0, "input")) is None:
+            return  # a view or cast of an untracked tensor, the most common case by far
         with torch._C.DisableTorchFunction():
             if func in GATHER:
                 self._remember_gather(func, args, kwargs, out)
@@ -483,7 +525,7 @@ class Lineages:
             if s == 0 or not math.isfinite(s):
                 return None
             lin = base.times(s if func in MUL else 1 / s)
-            return dataclasses.replace(lin, learned=learned)
+            return replaced(lin, learned=learned)
         per_head = _per_head(b, first)
         if per_head is None and func in MUL and _pair(first, b):
             la, lb = self.of(first) or Lineage(None), self.of(b) or Lineage(None)
@@ -492,7 +534,7 @@ class Lineages:
                 return Lineage(None, la.factor * lb.factor, pair=pair)
         learned_gain = per_head is None and func in MUL and _learned_gain(b, first)
         if learned_gain and base.product is None:  # q or k times learned per-dimension gains
-            return dataclasses.replace(base, gain=True)
+            return replaced(base, gain=True)
         if per_head is None:
             # RoPE's cos or sin: a scale applied before it stays (only a tracked q or k is
             # worth the check's pass over the table)
@@ -510,7 +552,7 @@ class Lineages:
         per_head = per_head if func in MUL else 1 / per_head
         if base.head_factor is not None:
             per_head = base.head_factor * per_head
-        return dataclasses.replace(base, head_factor=per_head, learned=learned)
+        return replaced(base, head_factor=per_head, learned=learned)
 
     def _added(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
@@ -546,10 +588,10 @@ class Lineages:
         softmax): the gather's index groups the edges by query node, and the shift is kept
         so that the statistics read the scores themselves."""
         other = _other_operand(args, kwargs, base)
-        index = self._gathered.get(other) if other is not None else None  # type: ignore[no-untyped-call]
+        index = self._gathered.get(other) if other is not None else None
         if func not in MINUS or index is None or other is None or other.shape != base.shape:
             return None
-        return dataclasses.replace(lin, groups=index, row_shift=other.detach())
+        return replaced(lin, groups=index, row_shift=other.detach())
 
     def _moved(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
@@ -561,22 +603,22 @@ class Lineages:
         if func in TANH:
             if lin.cap_input is not None:
                 return None  # a second tanh: not a soft-cap
-            return dataclasses.replace(lin, cap_input=lin.factor, factor=1.0)
+            return replaced(lin, cap_input=lin.factor, factor=1.0)
         if func in REDUCE:  # landmarks: a mean or sum of scaled q or k; of scores, not attention
             if lin.pair is not None:
                 return _pair_product(lin, func, args, kwargs, out)
-            return dataclasses.replace(lin, mask=None) if lin.product is None else None
+            return replaced(lin, mask=None) if lin.product is None else None
         if not isinstance(out, torch.Tensor) or not isinstance(first, torch.Tensor):
             return lin
         if lin.mask is not None:
-            lin = dataclasses.replace(lin, mask=_rearranged(lin.mask, func, args, kwargs, out))
+            lin = replaced(lin, mask=_rearranged(lin.mask, func, args, kwargs, out))
         kept = first.shape[-3:] == out.shape[-3:]  # heads, rows and keys where they were
         if lin.head_factor is not None and not kept:  # the factor's axis was no head axis
             lin = _folded(lin, lin.head_factor)
         if lin.sink is not None and out.shape[-1:] != first.shape[-1:]:
-            lin = dataclasses.replace(lin, sink=None)
+            lin = replaced(lin, sink=None)
         if lin.row_shift is not None and (func not in KEEPS_MASK or out.shape != first.shape):
-            lin = dataclasses.replace(lin, row_shift=None)
+            lin = replaced(lin, row_shift=None)
         return lin
 
     def _joined(self, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any) -> Lineage | None:
@@ -609,7 +651,7 @@ class Lineages:
             [torch.broadcast_to(m, masks[0].shape[:-1] + m.shape[-1:]) for m in masks], -1
         )
         sink = torch.cat(sinks)
-        return dataclasses.replace(
+        return replaced(
             first, mask=mask if any_mask else None, sink=sink if bool(sink.any()) else None
         )
 
@@ -626,7 +668,7 @@ class Lineages:
         alike = all(x is not None and (x.product is None) == (one.product is None) for x in lins)
         if not alike or any(x is not None and x.head_factor is not None for x in lins):
             return None
-        return dataclasses.replace(one, mask=None, sink=None, row_shift=None)
+        return replaced(one, mask=None, sink=None, row_shift=None)
 
     def _written(
         self, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -639,7 +681,7 @@ class Lineages:
         lin = self.of(src) if isinstance(src, torch.Tensor) else None
         if lin is None or lin.product is None or not isinstance(dst, torch.Tensor):
             return
-        written = dataclasses.replace(lin, mask=None, sink=None, head_factor=None)
+        written = replaced(lin, mask=None, sink=None, head_factor=None)
         for t in (dst, dst._base):
             if isinstance(t, torch.Tensor) and self.of(t) is None:
                 self._of[t] = written

@@ -76,11 +76,11 @@ def grouped_logit_stats(
     count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
     xm = torch.where(invalid, -math.inf, x)  # (faster than masked_fill on a CPU)
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
-    # centred on the row maximum: the valid logits minus it (<= 0), the others -inf
-    centred = xm.sub_(top.masked_fill(top == -math.inf, 0.0))
+    # centred on the row maximum: the valid logits minus it (<= 0, the largest 0), others -inf
+    centred = xm.sub_(shift := top.masked_fill(top == -math.inf, 0.0))
     spread = _spread(centred, top, invalid, count, calls)
     real = _real_rows(count, masked, queries, rows)
-    probabilities = _probabilities(centred, real, saturation, invalid, rows, calls)
+    probabilities = _probabilities(centred, top - shift, real, saturation, invalid, rows, calls)
     empty, bad_out = _bad_rows(x, finite, masked, count, outputs)
     per_call = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out, calls)
     masking = (x, count, empty, rows, sink is not None)
@@ -299,6 +299,7 @@ def _zero(x: torch.Tensor) -> torch.Tensor:
 
 def _probabilities(
     centred: torch.Tensor,
+    high: torch.Tensor,
     count: torch.Tensor,
     saturation: float,
     invalid: torch.Tensor,
@@ -310,9 +311,11 @@ def _probabilities(
     structure (its sink key and positional pattern, see ``structure``).
 
     ``centred`` holds the valid logits minus their row maximum and -inf elsewhere (``invalid``);
-    it is overwritten. ``rows``: the query position of each row.
+    it is overwritten. ``high`` (..., rows, 1): its row maxima. ``rows``: the query position
+    of each row.
     """
-    tops = structure.top_two(centred)[1:]  # before the clamp below: masked entries still -inf
+    # before the clamp below: masked entries still -inf
+    tops = structure.top_two(centred, high=high)[1:]
     # from max-centred logits xc <= 0: exp cannot overflow and the top entry's term is exactly
     # 1, so the row sum S >= 1, the largest probability is 1/S, and the entropy
     # log S - sum(e·xc)/S is a sum of two terms >= 0 (computed as lse - sum(p x) on
@@ -478,10 +481,11 @@ def _share(
 
 @dataclasses.dataclass(frozen=True)
 class RowSums:
-    """Per row of a tensor's last axis that holds no NaN or infinity, the sum of its squares
-    and its sum (float64, flat); and how many non-finite entries the tensor held."""
+    """Per row of a tensor's last axis that holds no NaN or infinity, its norm and its sum
+    (float32, in the rows' shape; the moments over rows are taken in float64,
+    ``_row_moments``); and how many non-finite entries the tensor held."""
 
-    sq: torch.Tensor
+    norms: torch.Tensor
     total: torch.Tensor
     bad: int
     width: int
@@ -494,13 +498,11 @@ def row_sums(t: torch.Tensor | None) -> RowSums | None:
     if t is None or t.dim() == 0 or t.numel() == 0:
         return None
     f = t.detach().float()  # not reshaped: a transposed q would be copied
-    # per row in one pass, then in float64: no cancellation in the sums over rows
-    sq = torch.linalg.vector_norm(f, dim=-1).double().square().reshape(-1)
-    total = f.sum(-1).double().reshape(-1)
-    ok = torch.isfinite(sq + total)
-    if bool(ok.all()):
-        return RowSums(sq, total, 0, t.shape[-1])
-    return RowSums(sq[ok], total[ok], int((~torch.isfinite(f)).sum()), t.shape[-1])
+    norms, total = torch.linalg.vector_norm(f, dim=-1), f.sum(-1)
+    if bool(torch.isfinite(norms + total).all()):  # the usual case, in as few operations
+        return RowSums(norms, total, 0, t.shape[-1])
+    ok = torch.isfinite(norms.double().square() + total.double())  # as _row_moments sums them
+    return RowSums(norms[ok], total[ok], int((~torch.isfinite(f)).sum()), t.shape[-1])
 
 
 def qk_spreads(
@@ -544,7 +546,7 @@ def grouped_qk_spreads(
                 continue
             n_sum, n_sq, mean, std, high = moments[id(t)]
             spread["nonfinite_inputs"] += t.bad
-            n_rows = t.sq.numel()
+            n_rows = t.norms.numel()
             n = n_rows * t.width
             if n >= 2:
                 mean_x = n_sum / n
@@ -564,15 +566,17 @@ def _row_moments(sums: Sequence[RowSums]) -> list[list[float]]:
     deviation and largest of the row norms (0 for fewer than two rows), in one transfer."""
     if not sums:
         return []
-    by_rows: dict[int, list[int]] = {}
+    by_rows: dict[tuple[int, ...], list[int]] = {}
     for i, s in enumerate(sums):
-        by_rows.setdefault(s.sq.numel(), []).append(i)
+        by_rows.setdefault(tuple(s.norms.shape), []).append(i)
     parts, order = [], []
-    for n, members in by_rows.items():
-        sq = torch.stack([sums[i].sq for i in members])  # (calls, rows)
-        total = torch.stack([sums[i].total for i in members])
-        norms = sq.sqrt()
-        zero = torch.zeros(len(members), dtype=sq.dtype, device=sq.device)
+    for shape, members in by_rows.items():
+        n, calls = math.prod(shape), len(members)
+        # (calls, rows), in float64: no cancellation in the sums over rows
+        norms = torch.stack([sums[i].norms for i in members]).reshape(calls, n).double()
+        total = torch.stack([sums[i].total for i in members]).reshape(calls, n).double()
+        sq = norms.square()
+        zero = torch.zeros(calls, dtype=sq.dtype, device=sq.device)
         many = n >= 2
         parts.append(
             torch.stack(

@@ -48,13 +48,13 @@ REST_FLOOR = 1e-3
 
 
 def top_two(
-    x: torch.Tensor, scratch: torch.Tensor | None = None
+    x: torch.Tensor, scratch: torch.Tensor | None = None, high: torch.Tensor | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each row's largest entry, and the indices of its largest and second largest (the first
     on a tie), over the last axis of a float32 or float64 ``x``; masked entries must be -inf.
     ``x`` is changed and restored; ``scratch`` (``x``'s shape and dtype), where given, holds
-    the temporaries."""
-    high = x.amax(-1, keepdim=True)
+    the temporaries; ``high`` (..., 1), where known, is each row's largest entry."""
+    high = x.amax(-1, keepdim=True) if high is None else high
     top = first_index(x, high, scratch)
     return high.squeeze(-1), top.squeeze(-1), second_largest(x, top, high, scratch)
 
