@@ -141,3 +141,22 @@ def test_where_every_mask_is_known_a_very_negative_logit_is_a_logit() -> None:
     stats = mon.report().records[0].last
     assert stats.masked_rows == 0 and stats.max_abs_logit > 1e4
     assert stats.masked_fraction == pytest.approx((N - 1) / (2 * N))
+
+
+@pytest.mark.parametrize("queries", [N, N // 4])
+def test_sdpas_is_causal_is_read_as_torch_applies_it(queries: int) -> None:
+    """``is_causal`` aligns the mask at the top left (query i sees keys 0..i) also where there
+    are fewer queries than keys: the monitor reads the same logits as from that mask given."""
+    q, k, v = _qkv()
+    q = q[:, :, :queries]
+    seen = torch.ones(queries, N, dtype=torch.bool).tril()
+    records = []
+    for kwargs in ({"is_causal": True}, {"attn_mask": seen}):
+        with AttentionMonitor() as mon:
+            F.scaled_dot_product_attention(q, k, v, **kwargs)
+        records.append(mon.report().records[0].last)
+    causal, given = records
+    assert causal.masked_fraction == pytest.approx(given.masked_fraction)
+    assert causal.masked_fraction == pytest.approx(1 - float(seen.float().mean()))
+    for name in ("max_abs_logit", "logit_std", "entropy"):
+        assert getattr(causal, name) == pytest.approx(getattr(given, name)), name

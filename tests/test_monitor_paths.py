@@ -367,3 +367,46 @@ def test_shape_is_the_score_matrix_on_every_path(path: str, keys: int) -> None:
     assert record.last.path.startswith(path.split("+")[0].replace("mha", "multihead")), record
     assert record.last.shape == (2, 4, 6, keys)
     assert record.last.keys == keys
+
+
+def test_a_lineage_is_forgotten_with_its_tensor() -> None:
+    """The map of lineages holds its tensors weakly: a freed tensor's entry goes with it (a
+    kept one would keep a layer's scores alive), and a new tensor at the same address does not
+    inherit it."""
+    from attnscale._monitor.lineage import Lineage, TensorMap
+
+    lineages, kept = TensorMap(), torch.ones(3)
+    t = torch.ones(4)
+    lineages[t] = Lineage(None, 2.0)
+    lineages[kept] = Lineage(None, 3.0)
+    assert lineages.get(t).factor == 2.0
+    del t
+    assert len(lineages._data) == 1
+    assert lineages.get(torch.ones(4)) is None and lineages.get(5) is None
+    assert lineages.get(kept).factor == 3.0
+
+
+def test_replaced_copies_a_lineage_and_names_an_unknown_field() -> None:
+    from attnscale._monitor.lineage import Lineage, replaced
+
+    lin = Lineage(None, 2.0, learned=True)
+    new = replaced(lin, factor=4.0)
+    assert (new.factor, new.learned, lin.factor) == (4.0, True, 2.0)
+    assert new == Lineage(None, 4.0, learned=True)
+    with pytest.raises(TypeError, match="facter"):
+        replaced(lin, facter=1.0)
+
+
+def test_the_weights_times_v_starts_no_lineage() -> None:
+    """The product of a softmax's weights with v is the attention's output, not new scores:
+    no lineage starts there, and the one attention call is recorded once."""
+    q, k, v = (
+        torch.randn(2, 4, 16, 8, generator=torch.Generator().manual_seed(i)) for i in range(3)
+    )
+    with AttentionMonitor() as mon:
+        w = torch.softmax(q @ k.transpose(-2, -1) / 8**0.5, dim=-1)
+        out = w @ v
+        assert mon._capture.lineages.of(out) is None
+        assert mon._capture.lineages.of(q @ k.transpose(-2, -1)) is not None
+    rep = mon.report()
+    assert len(rep.records) == 1 and rep.records[0].last.scale == pytest.approx(8**-0.5)

@@ -41,7 +41,7 @@ __all__ = [
 ]
 
 
-def _sdpa_signature(
+def _sdpa_arguments(
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,
@@ -50,11 +50,21 @@ def _sdpa_signature(
     is_causal: bool = False,
     scale: float | None = None,
     enable_gqa: bool = False,
-) -> None:
-    """Signature of ``F.scaled_dot_product_attention``, used to bind its arguments."""
+) -> dict[str, Any]:
+    """The arguments of a call to ``F.scaled_dot_product_attention``, by name (a plain call:
+    ``inspect.Signature.bind`` costs more than the rest of reading the call)."""
+    return {
+        "query": query,
+        "key": key,
+        "value": value,
+        "attn_mask": attn_mask,
+        "dropout_p": dropout_p,
+        "is_causal": is_causal,
+        "scale": scale,
+        "enable_gqa": enable_gqa,
+    }
 
 
-_SDPA_SIG = inspect.signature(_sdpa_signature)
 _MHA_SIG = inspect.signature(nn.MultiheadAttention.forward)
 _ENCODER_SIG = inspect.signature(nn.TransformerEncoderLayer.forward)
 _MHA_FORWARD_SIG = inspect.signature(F.multi_head_attention_forward)
@@ -89,7 +99,7 @@ def _repeat_heads(t: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
 def on_sdpa(
     capture: Reader, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], out: Any
 ) -> Call:
-    b = _SDPA_SIG.bind(*args, **kwargs).arguments
+    b = _sdpa_arguments(*args, **kwargs)
     given_q, given_k = b["query"], b["key"]  # inside torch.vmap, one sample's view
     b = {name: physical(v) for name, v in b.items()}
     out = physical(out)
@@ -181,9 +191,9 @@ def _sdpa_masks(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The logits with SDPA's causal and explicit masks applied, and what a float mask masked."""
     rows = capture.row_index(lq, logits.device)
-    if b.get("is_causal", False):
-        allowed = torch.ones(lq, lk, dtype=torch.bool, device=logits.device)
-        logits = logits.masked_fill(~allowed.tril(diagonal=lk - lq)[rows], -math.inf)
+    if b.get("is_causal", False):  # aligned at the top left, as torch's kernels: i sees j <= i
+        after = torch.arange(lk, device=logits.device) > rows.unsqueeze(-1)
+        logits = logits.masked_fill(after, -math.inf)
     mask, positions = b.get("attn_mask"), None
     if mask is not None:
         full = torch.broadcast_to(mask, (*batch, lq, lk))  # (..., q_len, k_len)
