@@ -1048,6 +1048,8 @@ def _joined(parts: list[torch.Tensor | None], like: torch.Tensor | None) -> torc
         return None
     if len(parts) == 1:
         return parts[0]
+    if like is not None and all(p.dim() == 0 and not bool(p) for p in parts):  # type: ignore[union-attr]
+        return parts[0]  # no call masked anything: one 0-d False, not a copy per entry
     if like is not None:
         parts = [p.expand(like.shape) for p in parts]  # type: ignore[union-attr]
     return torch.cat(parts, dim=-3)  # type: ignore[arg-type]

@@ -72,9 +72,8 @@ def grouped_logit_stats(
     if calls > 1 and (logits.dim() < 3 or logits.shape[-3] % calls):
         raise ValueError(f"calls={calls} must divide the heads axis of {tuple(logits.shape)}")
     x = logits.detach().float()
-    finite, masked, sinks, invalid = _classify(x, mask, sink, mask_value)
+    finite, masked, sinks, invalid, xm = _classify(x, mask, sink, mask_value)
     count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
-    xm = torch.where(invalid, -math.inf, x)  # (faster than masked_fill on a CPU)
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
     # centred on the row maximum: the valid logits minus it (<= 0, the largest 0), others -inf
     centred = xm.sub_(shift := top.masked_fill(top == -math.inf, 0.0))
@@ -226,16 +225,22 @@ def _first_empty(empty: torch.Tensor, rows: torch.Tensor | None) -> tuple[int, .
 
 def _classify(
     x: torch.Tensor, mask: torch.Tensor | None, sink: torch.Tensor | None, mask_value: float
-) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor]:
+) -> tuple[torch.Tensor | None, torch.Tensor, torch.Tensor | None, torch.Tensor, torch.Tensor]:
     """Which entries are finite (None: all, or -inf, which is masked), masked, sink columns,
-    and invalid (any of these, NaN or +inf). Every entry is exactly one of: valid, masked (by
-    the mask tensor, or <= mask_value without one; -inf always), a sink column, NaN or +inf."""
+    and invalid (any of these, NaN or +inf); and ``x`` with its invalid entries at -inf, a
+    new tensor. Every entry is exactly one of: valid, masked (by the mask tensor, or
+    <= mask_value without one; -inf always), a sink column, NaN or +inf. A 0-d False mask:
+    no entry masked but the -inf ones (SDPA's own masks)."""
     low, high = torch.aminmax(x) if x.numel() else (_zero(x), _zero(x))
     # one pass for the usual case: the extremes are finite (or the minimum -inf) unless an
     # entry is NaN (both NaN) or +inf
     finite = None if bool(torch.isfinite(high) & ~torch.isnan(low)) else torch.isfinite(x)
     if mask is None:
         masked = x <= mask_value
+    elif finite is None and mask.dim() == 0 and not bool(mask) and bool(low == -math.inf):
+        masked = x == -math.inf
+        if sink is None:  # every invalid entry is already -inf: a copy, not a pass per mask
+            return None, masked, None, masked, x.clone()
     elif finite is None:
         masked = mask.expand_as(x)
         # -inf entries are masked whatever the mask says; a copy: reductions over a
@@ -248,7 +253,7 @@ def _classify(
     if sink is not None:
         sinks = sink.expand_as(x) & ~masked
         invalid = invalid | sinks
-    return finite, masked, sinks, invalid
+    return finite, masked, sinks, invalid, torch.where(invalid, -math.inf, x)  # (< masked_fill)
 
 
 def _spread(
