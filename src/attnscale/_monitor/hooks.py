@@ -133,7 +133,8 @@ class Registry:
             del self.stack[self.stack.index(module) :]
         for c in self.captures:
             c.on_model_call(module, self.stack)
-        if isinstance(getattr(module, "_orig_mod", None), nn.Module):  # torch.compile's wrapper
+        # torch.compile's wrapper (a submodule: no getattr, whose miss costs a raised error)
+        if isinstance(module._modules.get("_orig_mod"), nn.Module):
             for c in self.captures:
                 c.on_compiled(module)
         self.stack.append(module)
