@@ -253,7 +253,8 @@ def _classify(
     if sink is not None:
         sinks = sink.expand_as(x) & ~masked
         invalid = invalid | sinks
-    return finite, masked, sinks, invalid, torch.where(invalid, -math.inf, x)  # (< masked_fill)
+    # where: faster than masked_fill on a CPU
+    return finite, masked, sinks, invalid, torch.where(invalid, -math.inf, x)
 
 
 def _spread(
