@@ -336,6 +336,28 @@ def test_from_the_models_probabilities_without_an_exponential(
     assert len(ran) == 2
 
 
+def test_weights_on_masked_entries_above_the_visible_ones_take_the_general_path(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A finite mask value above a head's visible logits (-5 against logits near -50): the
+    model's weights then sit on masked keys, and the shortcut from them would be wrong. The
+    statistics come from the general path, over the visible keys alone."""
+    from attnscale import head_stats_of_logits
+    from attnscale._monitor import every_row
+
+    q, k = _qk(length=10, keys=12)
+    visible = torch.ones(10, 12, dtype=torch.bool).tril(diagonal=2)
+    bias = torch.tensor([0.0, -50.0, 0.0, 0.0]).reshape(1, 4, 1, 1)
+    qk = q @ k.transpose(-2, -1)
+    logits = (qk * 0.25 + bias).masked_fill(~visible, -5.0)
+    general = every_row._whole_rows
+    ran = []
+    monkeypatch.setattr(every_row, "_whole_rows", lambda *a: ran.append(1) or general(*a))
+    stats = head_stats_of_logits(logits, masked=~visible, raw=qk, probs=logits.softmax(-1))
+    assert ran == [1]
+    _assert_close(stats, _brute(q, k, 0.25, visible, bias))
+
+
 @pytest.mark.parametrize("impl", ["eager", "sdpa"])
 def test_the_monitor_reports_every_rows_max_logit_on_gpt2(impl: str) -> None:
     """AttentionMonitor(all_rows=True) on transformers' GPT-2: each layer's per-head max

@@ -339,7 +339,7 @@ def _fold(
     a, b = (buffer(use, x.shape, work, x.device) for use in ("rows", "index"))
     if bias is not None:
         # masked: not the row's minimum
-        low = _smallest_visible(x, bias.masked_fill(bias == -math.inf, math.inf), a)
+        low, _ = _smallest_visible(x, bias.masked_fill(bias == -math.inf, math.inf), a)
         x = x.add_(bias) if own else torch.add(x, bias, out=a)
     elif not own:
         x = a.copy_(x)
@@ -504,34 +504,49 @@ def _from_probabilities(
     if masked is not None:
         shaped = masked.reshape((1,) * (x.dim() - masked.dim()) + tuple(masked.shape))
         inf = torch.zeros(shaped.shape, dtype=work, device=x.device).masked_fill_(shaped, math.inf)
-        n = (~shaped).sum(-1, dtype=work)
-    parts = []
-    for rows in _row_blocks(length, keys, chunk):
-        xw = x[:, :, rows].to(work)  # the model's own tensor where it already is: never written
-        a, b = (buffer(use, xw.shape, work, x.device) for use in ("rows", "index"))
-        if inf is None:
-            m, top, second = structure.top_two(a.copy_(xw), b)
-            high, low = m, xw.amin(-1)
-        else:
-            here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
-            low = _smallest_visible(xw, here, a)
-            high = xw.amax(-1)
-            # m: the largest visible entry (masked ones at -inf here)
-            m, top, second = structure.top_two(torch.sub(xw, here, out=a), b)
-        centred = torch.sub(xw, m.unsqueeze(-1), out=a)
-        # below e^-80 a term is lost against the top one's 1: masked entries (-inf or
-        # finfo.min) become -80 with a probability of 0, and add nothing
-        centred = centred.clamp_min_(-_EXP_FLOOR)
-        pmax = p[:, :, rows].amax(-1).to(work)
-        t = centred.mul_(p[:, :, rows]).sum(-1)
-        ok = (m == high) & torch.isfinite(low) & torch.isfinite(t) & (pmax > 0)
-        parts.append((m, pmax, t, low, xw[..., 0], top.reshape(m.shape), second, ok))
-    m, pmax, t, low, first, top, second, ok = (torch.cat(f, -1) for f in zip(*parts, strict=True))
-    count = torch.full_like(m, keys) if n is None else n.broadcast_to(m.shape)
-    if not bool(torch.where(count >= 1, ok, True).all()):
+        n = keys - shaped.sum(-1, dtype=work)
+    parts = [
+        _probability_block(x[:, :, rows], p[:, :, rows], inf, rows, work)
+        for rows in _row_blocks(length, keys, chunk)
+    ]
+    m, pmax, t, low, first, top, second, ok = (
+        parts[0] if len(parts) == 1 else (torch.cat(f, -1) for f in zip(*parts, strict=True))
+    )
+    if n is not None and not bool((n >= 1).all()):  # rows that see no key: not checked
+        ok = ok | (n < 1)
+    if not bool(ok.all()):
         return None
     s = pmax.reciprocal()
+    count = torch.full_like(m, keys) if n is None else n.broadcast_to(m.shape)
     return _Rows(m, s, s * t, low, count, first, top, second)
+
+
+def _probability_block(
+    x: torch.Tensor, p: torch.Tensor, inf: torch.Tensor | None, rows: slice, work: torch.dtype
+) -> tuple[torch.Tensor, ...]:
+    """``_from_probabilities``'s statistics of one block of whole rows, and whether the
+    shortcut holds in each row; ``inf``: +inf where masked (None: nothing is)."""
+    xw = x.to(work)  # the model's own tensor where it already is: never written
+    a, b = (buffer(use, xw.shape, work, x.device) for use in ("rows", "index"))
+    if inf is None:
+        low, lost = xw.amin(-1), False
+        m, top, second = structure.top_two(a.copy_(xw), b)
+    else:
+        here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
+        low, lost = _smallest_visible(xw, here, a)
+        # m: the largest visible entry (masked ones at -inf here)
+        m, top, second = structure.top_two(torch.sub(xw, here, out=a), b)
+    pmax = p.amax(-1).to(work)
+    # the largest probability lies at the largest visible logit: no masked entry above it
+    ok = (p.gather(-1, top.unsqueeze(-1)).squeeze(-1).to(work) == pmax) & (pmax > 0)
+    centred = torch.sub(xw, m.unsqueeze(-1), out=a)
+    if lost:
+        # a masked -inf times its probability 0 is NaN; below e^-80 a term is lost against
+        # the top one's 1 anyway. Masked finite entries (finfo.min) have probability 0.
+        centred = centred.clamp_min_(-_EXP_FLOOR)
+    t = centred.mul_(p).sum(-1)  # in place: vecdot allocates its product
+    ok &= torch.isfinite(low + t)
+    return m, pmax, t, low, xw[..., 0].clone(), top.reshape(m.shape), second, ok
 
 
 def _row_blocks(length: int, keys: int, chunk: int) -> list[slice]:
@@ -540,13 +555,16 @@ def _row_blocks(length: int, keys: int, chunk: int) -> list[slice]:
     return [slice(r0, min(r0 + step, length)) for r0 in range(0, length, step)]
 
 
-def _smallest_visible(x: torch.Tensor, above: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
+def _smallest_visible(
+    x: torch.Tensor, above: torch.Tensor, scratch: torch.Tensor
+) -> tuple[torch.Tensor, bool]:
     """Each row's smallest entry of ``x`` outside the masked ones, where ``above`` is +inf
-    (and 0, or a bias, elsewhere); ``scratch``, ``x``'s shape, holds the sum."""
+    (and 0, or a bias, elsewhere), and whether a masked entry of ``x`` is -inf; ``scratch``,
+    ``x``'s shape, holds the sum."""
     low = torch.add(x, above, out=scratch).amin(-1)
     if bool(low.isnan().any()):  # masked -inf logits met +inf: not the minimum either
-        low = scratch.nan_to_num_(math.inf, math.inf, -math.inf).amin(-1)
-    return low
+        return scratch.nan_to_num_(math.inf, math.inf, -math.inf).amin(-1), True
+    return low, False
 
 
 def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -> _Rows | None:
@@ -687,7 +705,8 @@ class _Masks:
         key the mask masks in every row (``structure.padding_queries``); None if none."""
         if self.mask is None:
             return None
-        own = self._additive(self.mask) == -math.inf
+        m = self.mask
+        own = ~m if m.dtype == torch.bool else self._additive(m) == -math.inf
         pad = structure.padding_queries(own, self.length)
         if pad is None or not bool(pad.any()):
             return None
