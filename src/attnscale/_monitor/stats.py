@@ -73,7 +73,7 @@ def grouped_logit_stats(
         raise ValueError(f"calls={calls} must divide the heads axis of {tuple(logits.shape)}")
     x = logits.detach().float()
     finite, masked, sinks, invalid, xm = _classify(x, mask, sink, mask_value)
-    count = (x.shape[-1] - invalid.sum(-1)).float()  # (..., rows)
+    count = x.shape[-1] - invalid.view(torch.uint8).sum(-1, dtype=torch.float32)  # (..., rows)
     top = xm.amax(-1, keepdim=True)  # (..., rows, 1); -inf in rows with no valid key
     # centred on the row maximum: the valid logits minus it (<= 0, the largest 0), others -inf
     centred = xm.sub_(shift := top.masked_fill(top == -math.inf, 0.0))
@@ -81,7 +81,8 @@ def grouped_logit_stats(
     real = _real_rows(count, masked, queries, rows)
     probabilities = _probabilities(centred, top - shift, real, saturation, invalid, rows, calls)
     empty, bad_out = _bad_rows(x, finite, masked, count, outputs)
-    per_call = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out, calls)
+    bound = mask_value if mask is None else None  # no masked entry lies above it
+    per_call = _mask_counts(x, finite, masked, sinks, count, top, empty, bad_out, bound, calls)
     masking = (x, count, empty, rows, sink is not None)
     return [
         {**spread[c], **probabilities[c], **_masking(counts, *masking, c, calls)}
@@ -180,11 +181,13 @@ def _mask_counts(
     top: torch.Tensor,
     empty: torch.Tensor,
     bad_out: torch.Tensor,
+    bound: float | None,
     calls: int,
 ) -> list[list[float]]:
     """Per call: masked entries, empty rows (those with a bad output), other bad rows, valid
     entries, the largest share masked keys still take, the sinks' mean share and the sink
-    entries, in one transfer (one device sync on GPU)."""
+    entries, in one transfer (one device sync on GPU). ``bound``, where known, is at or above
+    every masked entry."""
     # the probability the masked entries still take: their max against the valid keys'
     # (the sink columns' too), and the full softmax only where that is not negligible
     leak = masked if finite is None else masked & finite
@@ -203,7 +206,7 @@ def _mask_counts(
             _per_call(empty & bad_out, calls, -2).float(),
             _per_call(~empty & bad_out, calls, -2).float(),
             n_valid,
-            _per_call(_share(xf, leak, others, empty), calls, -2, "amax")
+            _per_call(_share(xf, leak, others, empty, bound), calls, -2, "amax")
             if bool((n_masked > 0).any())
             else zeros,
             zeros
@@ -237,6 +240,9 @@ def _classify(
     finite = None if bool(torch.isfinite(high) & ~torch.isnan(low)) else torch.isfinite(x)
     if mask is None:
         masked = x <= mask_value
+        if finite is None and sink is None:  # one vectorised pass: a where over bools is slow
+            xm = torch.nn.functional.threshold(x, mask_value, -math.inf)
+            return None, masked, None, masked, xm
     elif finite is None and mask.dim() == 0 and not bool(mask) and bool(low == -math.inf):
         masked = x == -math.inf
         if sink is None:  # every invalid entry is already -inf: a copy, not a pass per mask
@@ -324,21 +330,22 @@ def _probabilities(
     tops = structure.top_two(centred, high=high)[1:]
     # from max-centred logits xc <= 0: exp cannot overflow and the top entry's term is exactly
     # 1, so the row sum S >= 1, the largest probability is 1/S, and the entropy
-    # log S - sum(e·xc)/S is a sum of two terms >= 0 (computed as lse - sum(p x) on
+    # log S - sum(p·xc) is a sum of two terms >= 0 (computed as lse - sum(p x) on
     # uncentred logits, the two cancel in float32 for one-hot rows and went negative)
     # Centred logits below -_EXP_FLOOR are raised to it: their terms, under e^-80 against the
     # top entry's 1, are lost in float32 either way, and exp is about 30 times slower on CPU
-    # where its result underflows (a masked entry at -inf included).
+    # where its result underflows (a masked entry at -inf included). The softmax kernel's
+    # exponential is faster than exp's on a CPU.
     xc = centred.clamp_min_(-_EXP_FLOOR)
-    e = xc.exp()  # invalid entries: e^-80, nothing in a sum that is at least 1
-    total = e.sum(-1).clamp_min(1.0)  # (..., rows); rows with no valid key are dropped below
-    first = e[..., 0] / total  # (..., rows): the weight on key 0, where attention sinks form
+    p = torch.softmax(xc, -1)
+    top_p = p.amax(-1)  # (..., rows): 1/S; rows with no valid key are dropped below
+    first = p[..., 0].clone()  # (..., rows): the weight on key 0, where attention sinks form
     live = count >= 2  # (..., rows); one valid key is one-hot by construction, not saturation
-    sink, p0, seen = _sink_weight(e, total, invalid, tops, live)  # before e is overwritten
-    ent = total.log() - (e.mul_(xc)).sum(-1) / total  # (..., rows)
+    sink, p0, seen = _sink_weight(p, invalid, tops, live)  # before p is overwritten
+    ent = top_p.reciprocal().log() - p.mul_(xc).sum(-1)  # (..., rows)
     zero = _zero(xc)
     frac = torch.where(live, ent / torch.log(count.clamp_min(2)), zero)
-    pmax = torch.where(live, total.reciprocal(), zero)
+    pmax = torch.where(live, top_p, zero)
     saturated = ((pmax > saturation) & live).to(xc.dtype)
     heads, min_head = _head_means(
         frac, torch.where(live, first, zero), saturated, live, xc.dim(), calls
@@ -418,19 +425,18 @@ def _by_head(t: torch.Tensor, dim: int) -> torch.Tensor:
 
 
 def _sink_weight(
-    e: torch.Tensor,
-    total: torch.Tensor,
+    p: torch.Tensor,
     invalid: torch.Tensor,
     tops: tuple[torch.Tensor, torch.Tensor],
     live: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Each head's sink key (the key most of its rows put their largest weight on), and per
-    row the weight on it (``e / total`` there) and whether it is a valid key of the row."""
-    sink = structure.sink_keys(_by_head(tops[0], e.dim()), _by_head(live, e.dim()), e.shape[-1])
-    shape = [-1, 1, 1] if e.dim() >= 3 else [1] * e.dim()
-    at = sink.reshape(shape).expand(*e.shape[:-1], 1)
-    seen = ~invalid.expand_as(e).gather(-1, at).squeeze(-1)
-    return sink, torch.where(seen, e.gather(-1, at).squeeze(-1) / total, 0.0), seen
+    row the weight ``p`` puts on it and whether it is a valid key of the row."""
+    sink = structure.sink_keys(_by_head(tops[0], p.dim()), _by_head(live, p.dim()), p.shape[-1])
+    shape = [-1, 1, 1] if p.dim() >= 3 else [1] * p.dim()
+    at = sink.reshape(shape).expand(*p.shape[:-1], 1)
+    seen = ~invalid.expand_as(p).gather(-1, at).squeeze(-1)
+    return sink, torch.where(seen, p.gather(-1, at).squeeze(-1), 0.0), seen
 
 
 _STRUCTURE = ("sink_key", "sink_weight", "positional_share", "positional_offset", "rest_entropy")
@@ -467,16 +473,24 @@ def _structure(
 
 
 def _share(
-    xf: torch.Tensor, which: torch.Tensor, others: torch.Tensor | None, empty: torch.Tensor
+    xf: torch.Tensor,
+    which: torch.Tensor,
+    others: torch.Tensor | None,
+    empty: torch.Tensor,
+    bound: float | None = None,
 ) -> torch.Tensor:
     """Per row, the probability that the entries ``which`` take in the softmax over every
     finite logit (``xf``: the logits, the others at -inf); 0 in rows with no valid key.
-    ``others``: the row maxima of the finite entries outside ``which``, where known."""
+    ``others``: the row maxima of the finite entries outside ``which``, where known;
+    ``bound``: a value no entry of ``which`` exceeds, where known."""
     zero = _zero(xf)
     if others is None:
         others = xf.masked_fill(which, -math.inf).amax(-1, keepdim=True)
     # the usual case, a mask far below the row (-1e9, finfo.min): a share under e^-40 per
-    # entry, found with one max per row instead of two logsumexps
+    # entry, found from the bound, or with one max per row, instead of two logsumexps (rows
+    # with no valid key have no share)
+    if bound is not None and bool(((bound - others.squeeze(-1) < -40) | empty).all()):
+        return zero.expand(empty.shape)
     only = torch.where(which, xf, -math.inf)
     gap = only.amax(-1) - others.squeeze(-1)
     if bool((gap.nan_to_num(-math.inf) < -40).all()):
