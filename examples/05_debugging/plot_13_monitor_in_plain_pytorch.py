@@ -6,8 +6,8 @@ under 30 lines. Given one layer's queries and keys, it returns per head the larg
 (signed, as QK-Clip and cuDNN's `return_max_logit` define it), the mean entropy as a fraction
 of $\log n$ for $n$ visible keys, and the factor $\gamma = \min(1, \tau / S_{\max})$ that QK-Clip
 would apply. It forms the full $L \times L$ logits, which is fine for a check every few hundred
-steps; [head_stats][attnscale.head_stats] computes the same in key chunks. The last cell checks
-it against the library.
+steps; [head_stats][attnscale.head_stats] computes the same in steps of bounded size. The last
+cell checks it against the library.
 """
 
 import torch
@@ -61,8 +61,10 @@ for size in (1, 3, 6):
 # %%
 # ## Checked against the library
 #
-# [head_stats][attnscale.head_stats] computes the same per-head statistics in key chunks with
-# an online softmax, never forming the $L \times L$ matrix: the largest difference.
+# [head_stats][attnscale.head_stats] computes the same per-head statistics in steps of at most
+# about a million logits by default: blocks of whole rows where a row of every head fits, else
+# chunks of keys with an online softmax. Its memory stays bounded however long the sequence,
+# though at this size one step holds every logit. The largest difference:
 
 import attnscale
 
