@@ -8,6 +8,7 @@ import importlib
 import json
 import math
 import platform
+import re
 import subprocess
 import sys
 import textwrap
@@ -61,7 +62,7 @@ TOY = textwrap.dedent(
 
     EXPERIMENT = stored.Experiment(
         name="toy", parts=parts, run_part=run_part, full=FULL, reduced=REDUCED, agree=agree,
-        uses=(theory,), hours=0.001,
+        uses=(theory,),
     )
     '''
 )
@@ -474,7 +475,10 @@ def test_parts_run_separately_fill_one_run(toy):
     assert stored.progress("toy", root=root) == (0, 2)
     stored.run("toy", parts=["walk2"], root=root, log=lambda _: None)
     assert stored.progress("toy", root=root) == (1, 2)
-    with pytest.raises(stored.StaleResults, match="1 of 2 parts"):
+    # how long the stored part took, and where, from its provenance (no stated estimate)
+    took = stored._read_provenance(root / "toy")["parts"]["walk2"]
+    where = f"its stored parts took {took['seconds'] / 3600:.1f} h on {took['device']}"
+    with pytest.raises(stored.StaleResults, match=rf"1 of 2 parts.*{re.escape(where)}"):
         stored.load("toy", root=root)
     stored.run("toy", parts=["walk"], root=root, log=lambda _: None)
     assert stored.progress("toy", root=root) == (2, 2)

@@ -159,8 +159,6 @@ class Experiment:
         Compares the reduced run's parts with the stored full run.
     uses : tuple of modules
         Library modules whose code, with the experiment's own module, makes the code hash.
-    hours : float
-        Stated wall time of the full run on 2 CPU cores, in hours.
     """
 
     name: str
@@ -170,7 +168,6 @@ class Experiment:
     reduced: Budget
     agree: Callable[[Stored, dict[str, Arrays]], list[Check]]
     uses: tuple[ModuleType, ...]
-    hours: float
 
     @property
     def command(self) -> str:
@@ -308,6 +305,16 @@ def _read_provenance(folder: Path) -> dict[str, Any]:
     return data
 
 
+def _took(prov: dict[str, Any], template: str) -> str:
+    """How long the stored parts of a run took, and where, as ``template`` fills it in;
+    empty where none is stored."""
+    runs = list(prov.get("parts", {}).values())
+    if not runs:
+        return ""
+    devices = ", ".join(sorted({r["device"] for r in runs}))
+    return template.format(f"{sum(r['seconds'] for r in runs) / 3600:.1f} h on {devices}")
+
+
 def load(name: str, *, root: Path | None = None) -> Stored:
     """The stored full run of experiment ``name``, checked against today's code.
 
@@ -326,9 +333,9 @@ def load(name: str, *, root: Path | None = None) -> Stored:
         done = len(prov.get("parts", {})) if prov else 0
         raise StaleResults(
             f"experiment {name!r}: no complete full run is stored ({done} of {len(expected)} "
-            f"parts); run it with `{exp.command}` (about {exp.hours:g} h on 2 CPU cores)"
+            f"parts); run it with `{exp.command}`{_took(prov, ' (its stored parts took {})')}"
         )
-    refresh = f"refresh it with `{exp.command}` (about {exp.hours:g} h on 2 CPU cores)"
+    refresh = f"refresh it with `{exp.command}`{_took(prov, ' (the stored run took {})')}"
     if dict(prov["budget"]) != _jsonable(exp.full):
         raise StaleResults(
             f"experiment {name!r}: its full budget changed since the stored full run; {refresh}"

@@ -162,5 +162,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=agree,
     uses=TRAINING_CODE,
-    hours=0.4,
 )

@@ -137,5 +137,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=agree,
     uses=(_sweep, metric, intervals, scaling_matters, strategy_grid, *TRAINING_CODE),
-    hours=0.5,
 )

@@ -65,5 +65,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=logit_growth.agree,
     uses=(logit_growth, *MODEL_CODE),
-    hours=1.2,
 )

@@ -158,5 +158,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=logit_growth.agree,
     uses=(logit_growth, *MODEL_CODE),
-    hours=4.5,
 )

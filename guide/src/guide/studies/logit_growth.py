@@ -308,5 +308,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=agree,
     uses=MODEL_CODE,
-    hours=1.8,
 )

@@ -38,5 +38,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=logit_growth.agree,
     uses=(logit_growth_long, logit_growth, *MODEL_CODE),
-    hours=0.5,
 )

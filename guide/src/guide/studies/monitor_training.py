@@ -241,5 +241,4 @@ EXPERIMENT = stored.Experiment(
         ),
         attnscale._monitor,
     ),
-    hours=0.5,
 )

@@ -86,5 +86,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=_sweep.agree,
     uses=(_sweep, *TRAINING_CODE),
-    hours=1.5,
 )

@@ -175,5 +175,4 @@ EXPERIMENT = stored.Experiment(
     reduced=REDUCED,
     agree=agree,
     uses=(logit_growth,),
-    hours=0.2,
 )
