@@ -38,16 +38,15 @@ REDUCED: dict[str, Any] = {
 }
 
 
-def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.ndarray]:
-    variant, k = part.rsplit("_lr", 1)
+def recipe(variant: str, budget: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The budget of one variant: its weight decay (no other change to ``train_lm``)."""
     if variant not in DECAY:
         raise ValueError(f"variant must be one of {', '.join(DECAY)}, got {variant!r}")
-    lr = 10 ** (int(k) / 2)
-    run_budget = {**budget, "weight_decay": DECAY[variant]}
-    runs = [
-        logit_growth.train_lm(run_budget, "inverse_sqrt", lr, s, device) for s in budget["seeds"]
-    ]
-    return logit_growth.stack(runs, budget)
+    return {**budget, "weight_decay": DECAY[variant]}, {}
+
+
+def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.ndarray]:
+    return logit_growth.run_variant(part, budget, device, recipe)
 
 
 #: ``logit_growth``'s, checked with ``python -m guide.stored spread logit_decay`` on an AMD EPYC

@@ -133,14 +133,7 @@ def recipe(variant: str, budget: dict[str, Any]) -> tuple[dict[str, Any], dict[s
 
 
 def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.ndarray]:
-    variant, k = part.rsplit("_lr", 1)
-    lr = 10 ** (int(k) / 2)
-    run_budget, keywords = recipe(variant, budget)
-    runs = [
-        logit_growth.train_lm(run_budget, "inverse_sqrt", lr, s, device, **keywords)
-        for s in budget["seeds"]
-    ]
-    return logit_growth.stack(runs, budget)
+    return logit_growth.run_variant(part, budget, device, recipe)
 
 
 #: ``logit_growth``'s (the same arrays of the same model), checked with ``python -m guide.stored

@@ -234,6 +234,24 @@ def run_part(part: str, budget: dict[str, Any], device: str) -> dict[str, np.nda
     return stack([train_lm(budget, strategy, lr, s, device) for s in budget["seeds"]], budget)
 
 
+def run_variant(
+    part: str,
+    budget: dict[str, Any],
+    device: str,
+    recipe: Callable[[str, dict[str, Any]], tuple[dict[str, Any], dict[str, Any]]],
+) -> dict[str, np.ndarray]:
+    """A part ``VARIANT_lrK`` of a study that changes the recipe: one run per seed at
+    η = 10^(K/2) with 1/√d_k, on the budget and ``train_lm`` keywords that
+    ``recipe(variant, budget)`` gives."""
+    variant, k = part.rsplit("_lr", 1)
+    run_budget, keywords = recipe(variant, budget)
+    lr = 10 ** (int(k) / 2)
+    runs = [
+        train_lm(run_budget, "inverse_sqrt", lr, s, device, **keywords) for s in budget["seeds"]
+    ]
+    return stack(runs, budget)
+
+
 def stack(runs: list[dict[str, Any]], budget: dict[str, Any]) -> dict[str, np.ndarray]:
     """One part's arrays from its runs (one per seed), with the corpus digest and Python."""
     _, digest = corpus()
