@@ -366,22 +366,27 @@ def test_a_previous_token_head_in_gpt2_is_not_collapse(impl: str) -> None:
 def test_top_two_finds_the_first_largest_and_second_largest() -> None:
     """The indices of each row's largest and second largest entries, the first on a tie, as
     a stable sort gives them: with ties (entries rounded to 0.5), masked entries (-inf) and
-    rows of one valid key, in float32 and float64; the input is left as it was."""
+    rows of one valid key, rows whose only valid key is the last and rows of ties only, in
+    float32 and float64, over rows of several widths; the input is left as it was."""
     from attnscale._monitor.structure import top_two
 
     gen = torch.Generator().manual_seed(9)
-    for dtype in (torch.float32, torch.float64):
-        x = (2 * torch.randn(6, 50, 37, generator=gen)).round().to(dtype) / 2
-        x = x.masked_fill(torch.rand(6, 50, 37, generator=gen) < 0.3, -math.inf)
-        x[0, 0, 1:] = -math.inf  # one valid key: the second is any index
-        before = x.clone()
-        high, top, second = top_two(x)
-        assert torch.equal(x, before)
-        order = torch.sort(x, dim=-1, descending=True, stable=True).indices
-        assert torch.equal(high, x.amax(-1))
-        assert torch.equal(top, order[..., 0])
-        assert torch.equal(second[1:], order[1:, ..., 1])
-        assert torch.equal(second[0, 1:], order[0, 1:, 1])
+    for keys in (37, 64, 160):
+        for dtype in (torch.float32, torch.float64):
+            x = (2 * torch.randn(6, 50, keys, generator=gen)).round().to(dtype) / 2
+            x = x.masked_fill(torch.rand(6, 50, keys, generator=gen) < 0.3, -math.inf)
+            x[0, 0, 1:] = -math.inf  # one valid key: the second is any index
+            x[0, 1, :] = -math.inf  # none
+            x[0, 1, keys - 1] = 0.0  # ... but the last
+            x[0, 2, :] = 1.0  # every key at the maximum
+            before = x.clone()
+            high, top, second = top_two(x)
+            assert torch.equal(x, before)
+            order = torch.sort(x, dim=-1, descending=True, stable=True).indices
+            assert torch.equal(high, x.amax(-1))
+            assert torch.equal(top, order[..., 0])
+            assert torch.equal(second[1:], order[1:, ..., 1])
+            assert torch.equal(second[0, 2:], order[0, 2:, 1])
 
 
 class Decoding(nn.Module):
