@@ -68,6 +68,7 @@ for size in (1, 3, 6):
 
 import attnscale
 
+print(f"logits per call: {q.shape[0] * q.shape[1] * q.shape[2] * k.shape[2]}")
 for size in (1, 6):
     ours = attention_health(size * q, size * k, causal=True)
     theirs = attnscale.head_stats(size * q, size * k, is_causal=True)

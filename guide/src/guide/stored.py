@@ -196,7 +196,7 @@ class Stored:
         )
         devices = sorted({f"{r['device']}, {r['threads']} thread(s)" for r in runs})
         dates = sorted(r["finished"][:10] for r in runs)
-        hours = sum(r["seconds"] for r in runs) / 3600
+        hours = _hours(runs)
         seeds = self.budget.get("seeds")
         lines = [
             f"Stored full run of `{self.name}`: {len(runs)} part(s), {hours:.2f} h of computation",
@@ -312,7 +312,12 @@ def _took(prov: dict[str, Any], template: str) -> str:
     if not runs:
         return ""
     devices = ", ".join(sorted({r["device"] for r in runs}))
-    return template.format(f"{sum(r['seconds'] for r in runs) / 3600:.1f} h on {devices}")
+    return template.format(f"{_hours(runs):.1f} h on {devices}")
+
+
+def _hours(runs: list[dict[str, Any]]) -> float:
+    """The computation time of stored parts, in hours."""
+    return sum(r["seconds"] for r in runs) / 3600
 
 
 def load(name: str, *, root: Path | None = None) -> Stored:

@@ -506,7 +506,7 @@ def _from_probabilities(
         inf = torch.zeros(shaped.shape, dtype=work, device=x.device).masked_fill_(shaped, math.inf)
         n = keys - shaped.sum(-1, dtype=work)
     parts = [
-        _probability_block(x[:, :, rows], p[:, :, rows], inf, rows, work)
+        _probability_block(x[:, :, rows], p[:, :, rows], _of_rows(inf, rows), work)
         for rows in _row_blocks(length, keys, chunk)
     ]
     m, pmax, t, low, first, top, second, ok = (
@@ -522,20 +522,20 @@ def _from_probabilities(
 
 
 def _probability_block(
-    x: torch.Tensor, p: torch.Tensor, inf: torch.Tensor | None, rows: slice, work: torch.dtype
+    x: torch.Tensor, p: torch.Tensor, inf: torch.Tensor | None, work: torch.dtype
 ) -> tuple[torch.Tensor, ...]:
     """``_from_probabilities``'s statistics of one block of whole rows, and whether the
-    shortcut holds in each row; ``inf``: +inf where masked (None: nothing is)."""
+    shortcut holds in each row; ``inf``: +inf where masked (None: nothing is), broadcastable
+    to the block."""
     xw = x.to(work)  # the model's own tensor where it already is: never written
     a, b = (buffer(use, xw.shape, work, x.device) for use in ("rows", "index"))
     if inf is None:
         low, lost = xw.amin(-1), False
         m, top, second = structure.top_two(a.copy_(xw), b)
     else:
-        here = inf if inf.shape[-2] == 1 else inf[..., rows, :]
-        low, lost = _smallest_visible(xw, here, a)
+        low, lost = _smallest_visible(xw, inf, a)
         # m: the largest visible entry (masked ones at -inf here)
-        m, top, second = structure.top_two(torch.sub(xw, here, out=a), b)
+        m, top, second = structure.top_two(torch.sub(xw, inf, out=a), b)
     pmax = p.amax(-1).to(work)
     # the largest probability lies at the largest visible logit: no masked entry above it
     ok = (p.gather(-1, top.unsqueeze(-1)).squeeze(-1).to(work) == pmax) & (pmax > 0)
@@ -553,6 +553,11 @@ def _row_blocks(length: int, keys: int, chunk: int) -> list[slice]:
     """Blocks of whole rows, each about ``chunk`` keys' worth of values (at least one row)."""
     step = max(1, (length * chunk) // max(1, keys))
     return [slice(r0, min(r0 + step, length)) for r0 in range(0, length, step)]
+
+
+def _of_rows(mask: torch.Tensor | None, rows: slice) -> torch.Tensor | None:
+    """The rows ``rows`` of a mask or bias (..., rows or 1, keys); one row serves them all."""
+    return mask if mask is None or mask.shape[-2] == 1 else mask[..., rows, :]
 
 
 def _smallest_visible(
@@ -575,8 +580,7 @@ def _whole_rows(x: torch.Tensor, masks: _Masks, work: torch.dtype, chunk: int) -
     bias, visible = masks.chunk(slice(0, keys), 0)  # -inf where masked, at the mask's shape
     parts = []
     for rows in _row_blocks(length, keys, chunk):
-        here = None if bias is None else bias if bias.shape[-2] == 1 else bias[..., rows, :]
-        folded = _fold(x[:, :, rows], here, work, own=False)
+        folded = _fold(x[:, :, rows], _of_rows(bias, rows), work, own=False)
         if folded is None:
             return None
         parts.append(folded)
