@@ -28,6 +28,17 @@ load average is printed with the table: on a shared machine, read the ratio toge
 (``output_attentions=True``) and user code takes the entropy of every row of every layer, the
 cheapest full-coverage entropy there is where the model computes its weights.
 
+``faults p/m``: the median minor page faults of a plain and of a watched forward pass. With
+glibc's allocator, a process whose heap top is trimmed and grown again within a pass (its
+``brk`` moves by megabytes many times a pass) faults on every page of the regrown memory, and
+the model's own operations pay for it: a watched pass there faulted 10,000 to 40,000 times
+while the same code in another process faulted not at all, which is much of the eager ratio's
+spread between runs. The monitor's allocations shift the heap's layout; which layout a process
+settles in varies from process to process. To read the monitor's cost without that, run the
+benchmark again with trimming off for both sides of each ratio, e.g.
+``MALLOC_TRIM_THRESHOLD_=2000000000 MALLOC_MMAP_THRESHOLD_=1000000000``: the header prints the
+settings a run used.
+
 Targets are judged by the 95% interval: ``met`` where all of it is at or under the target,
 ``missed`` where all of it is over, ``undecided`` otherwise.
 
@@ -44,10 +55,12 @@ statistics can cost with this design on this machine, whatever the statistics' c
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -136,15 +149,53 @@ CASES = {
     "tiny gpt2, eager": gpt2(2, 64, 4, 8, "eager"),
 }
 
+
+# -- memory pages: a monitor that keeps the model's tensors alive makes the model's next tensors
+# come from fresh pages (minor page faults, each a zeroed 4 KiB page), a cost outside the
+# statistics' own time; it should fault about as often as the plain model does.
+def minor_faults(run: Callable[[], object]) -> int:
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    run()
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+
+
+def page_faults(name: str) -> dict[str, float]:
+    """Median minor page faults of one forward pass of ``name``, plain and in the monitor."""
+    model, call = CASES[name]()
+    model.eval()
+
+    def watched() -> None:
+        with torch.no_grad(), AttentionMonitor(model):
+            call()
+
+    def plain() -> None:
+        with torch.no_grad():
+            call()
+
+    for _ in range(WARMUP + 1):
+        plain()
+        watched()
+    return {
+        label: statistics.median(minor_faults(run) for _ in range(5))
+        for label, run in (("plain", plain), ("monitor", watched))
+    }
+
+
+if "--faults" in sys.argv:  # one model's page faults, alone in this process (see the end)
+    print(json.dumps(page_faults(sys.argv[sys.argv.index("--faults") + 1])))
+    raise SystemExit
+
 load = os.getloadavg()
+malloc = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
 print(
     f"{PAIRS} interleaved pairs per mode, medians; {torch.get_num_threads()} torch threads; "
     f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs; "
-    f"transformers {transformers.__version__}"
+    f"transformers {transformers.__version__}; malloc settings "
+    + (" ".join(f"{k}={v}" for k, v in sorted(malloc.items())) or "as the C library sets them")
 )
 print(
     f"{'model':<20} {'mode':<24} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
-    f"{'95% CI':>11} {'stats (ms)':>10}  target"
+    f"{'95% CI':>11} {'stats (ms)':>10} {'faults p/m':>12}  target"
 )
 FORWARD_TARGETS = {"eval, no_grad": 1.10, "eval, all_rows": 1.15}  # gpt2-small, eager and sdpa
 FORWARD_TARGET = FORWARD_TARGETS["eval, all_rows"]
@@ -197,11 +248,14 @@ for name, build in CASES.items():
             timed(model, call, training, True, mode)
         t_plain: list[float] = []
         t_mon: list[float] = []
+        faults: dict[bool, list[int]] = {False: [], True: []}
         stats_seconds = 0.0
         for i in range(PAIRS):
             order = (False, True) if i % 2 == 0 else (True, False)
             for watch in order:
+                before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
                 (t_mon if watch else t_plain).append(timed(model, call, training, watch, mode))
+                faults[watch].append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
         ratios = [m / p for m, p in zip(t_mon, t_plain, strict=True)]
         interval = median_interval(ratios)
         results[(name, mode)] = (statistics.median(t_plain), statistics.median(ratios), interval)
@@ -213,7 +267,9 @@ for name, build in CASES.items():
             f"{name:<20} {mode:<24} {1e3 * statistics.median(t_plain):>10.1f} "
             f"{1e3 * statistics.median(t_mon):>12.1f} {statistics.median(ratios):>6.2f} "
             f"{'{:.2f}-{:.2f}'.format(*interval):>11} "
-            f"{1e3 * stats_seconds / PAIRS:>10.1f}  {target}"
+            f"{1e3 * stats_seconds / PAIRS:>10.1f} "
+            f"{'{:.0f}/{:.0f}'.format(*(statistics.median(faults[w]) for w in (False, True))):>12}"
+            f"  {target}"
         )
 
 
@@ -393,40 +449,25 @@ if torch.get_num_threads() > 1:
     )
 
 
-# -- memory pages: a monitor that keeps the model's tensors alive makes the model's next tensors
-# come from fresh pages (minor page faults, each a zeroed 4 KiB page), a cost outside the
-# statistics' own time; it should fault about as often as the plain model does.
-def minor_faults(run: Callable[[], object]) -> int:
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    run()
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
-
-
-def page_faults(name: str) -> dict[str, float]:
-    """Median minor page faults of one forward pass of ``name``, plain and in the monitor."""
-    model, call = CASES[name]()
-    model.eval()
-
-    def watched() -> None:
-        with torch.no_grad(), AttentionMonitor(model):
-            call()
-
-    def plain() -> None:
-        with torch.no_grad():
-            call()
-
-    for _ in range(WARMUP + 1):
-        plain()
-        watched()
-    return {
-        label: statistics.median(minor_faults(run) for _ in range(5))
-        for label, run in (("plain", plain), ("monitor", watched))
-    }
-
-
+# Each in fresh processes: a process that ran the tables above has a heap of their making, and
+# the counts there moved several-fold between runs.
+FAULT_PROCESSES = 3
 for name in ("gpt2-small, eager", "gpt2-small, sdpa"):
-    faults = page_faults(name)
+    counts = [
+        json.loads(
+            subprocess.run(
+                [sys.executable, __file__, "--faults", name],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout.splitlines()[-1]
+        )
+        for _ in range(FAULT_PROCESSES)
+    ]
+    plain, watched = ([c[label] for c in counts] for label in ("plain", "monitor"))
     print(
-        f"{name}: minor page faults per forward pass, plain {faults['plain']:.0f}, "
-        f"in the monitor {faults['monitor']:.0f}"
+        f"{name}: minor page faults per forward pass, medians of {FAULT_PROCESSES} fresh "
+        f"processes (each the median of 5 passes): plain {statistics.median(plain):.0f} "
+        f"(range {min(plain):.0f}-{max(plain):.0f}), in the monitor "
+        f"{statistics.median(watched):.0f} ({min(watched):.0f}-{max(watched):.0f})"
     )
