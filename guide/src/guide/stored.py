@@ -317,7 +317,7 @@ def _took(prov: dict[str, Any], template: str) -> str:
 
 def _hours(runs: list[dict[str, Any]]) -> float:
     """The computation time of stored parts, in hours."""
-    return sum(r["seconds"] for r in runs) / 3600
+    return float(sum(r["seconds"] for r in runs)) / 3600
 
 
 def load(name: str, *, root: Path | None = None) -> Stored:
