@@ -31,10 +31,10 @@ cheapest full-coverage entropy there is where the model computes its weights.
 ``faults p/m``: the median minor page faults of a plain and of a watched forward pass. With
 glibc's allocator, a process whose heap top is trimmed and grown again within a pass (its
 ``brk`` moves by megabytes many times a pass) faults on every page of the regrown memory, and
-the model's own operations pay for it: a watched pass there faulted 10,000 to 40,000 times
-while the same code in another process faulted not at all, which is much of the eager ratio's
-spread between runs. The monitor's allocations shift the heap's layout; which layout a process
-settles in varies from process to process. To read the monitor's cost without that, run the
+the model's own operations pay for it. The monitor's allocations shift the heap's layout, and
+which layout a process settles in varies from process to process: the same code may fault on
+thousands of pages a pass in one process and on none in another, which is part of the eager
+ratio's spread between runs; the column shows which case each row met. To read the monitor's cost without that, run the
 benchmark again with trimming off for both sides of each ratio, e.g.
 ``MALLOC_TRIM_THRESHOLD_=2000000000 MALLOC_MMAP_THRESHOLD_=1000000000``: the header prints the
 settings a run used.
@@ -150,9 +150,9 @@ CASES = {
 }
 
 
-# -- memory pages: a monitor that keeps the model's tensors alive makes the model's next tensors
-# come from fresh pages (minor page faults, each a zeroed 4 KiB page), a cost outside the
-# statistics' own time; it should fault about as often as the plain model does.
+# -- memory pages: a monitor whose allocations make glibc trim the heap and grow it again makes
+# the model's next tensors come from fresh pages (minor page faults, each a zeroed 4 KiB page),
+# a cost outside the statistics' own time; it should fault about as often as the plain model.
 def minor_faults(run: Callable[[], object]) -> int:
     before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     run()
