@@ -293,7 +293,8 @@ def experiments(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Run every benchmark script in benchmarks/ and print its table."""
-    _install(session, "test")  # bench_monitor runs transformers' GPT-2
+    # bench_monitor runs transformers' GPT-2, and TransformerLens as the peer it is held to
+    _install(session, "test,bench")
     for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
         session.log(f"--- {script.name}")
         session.run("python", str(script), *session.posargs)

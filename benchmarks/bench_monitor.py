@@ -28,6 +28,15 @@ load average is printed with the table: on a shared machine, read the ratio toge
 (``output_attentions=True``) and user code takes the entropy of every row of every layer, the
 cheapest full-coverage entropy there is where the model computes its weights.
 
+``gpt2-small, TransformerLens`` is the peer the issue names: TransformerLens's
+``TransformerBridge`` over the same GPT-2-small (with its language-model head, which the bridge
+needs; random weights, a one-word tokenizer written here, nothing downloaded), where
+``eval, hook entropy`` takes the same entropy in a hook on every layer's
+``hook_pattern``, the way TransformerLens users read attention, and ``eval, no_grad`` runs the
+monitor over the bridge. Both ratios have the same plain bridge below them. It needs the
+``bench`` extra (``nox -s bench`` installs it); without it the rows are skipped, with a line
+that says so.
+
 ``faults p/m``: the median minor page faults of a plain and of a watched forward pass. With
 glibc's allocator, a process whose heap top is trimmed and grown again within a pass (its
 ``brk`` moves by megabytes many times a pass) faults on every page of the regrown memory, and
@@ -66,6 +75,8 @@ import time
 from collections.abc import Callable
 
 import torch
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing here is downloaded: fail, never fetch
 import transformers
 from torch import nn
 
@@ -142,12 +153,42 @@ def gpt2(layers: int, width: int, heads: int, seq: int, impl: str) -> Callable[[
     return build
 
 
+def transformer_lens_bridge() -> tuple[nn.Module, Callable[..., object]]:
+    """GPT-2-small inside TransformerLens's bridge; the call takes ``fwd_hooks``, as
+    ``run_with_hooks`` does (none by default)."""
+    import tempfile
+
+    import tokenizers
+    from transformer_lens import TransformerBridge
+
+    torch.manual_seed(SEED)
+    config = transformers.GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=256)
+    hf = transformers.GPT2LMHeadModel._from_config(config, attn_implementation="eager")
+    # the bridge wants a tokenizer it can reload by path: one word, saved to a temporary folder
+    word = tokenizers.Tokenizer(tokenizers.models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    special = dict.fromkeys(("unk_token", "bos_token", "eos_token", "pad_token"), "<unk>")
+    with tempfile.TemporaryDirectory() as folder:
+        transformers.PreTrainedTokenizerFast(tokenizer_object=word, **special).save_pretrained(
+            folder
+        )
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
+        bridge = TransformerBridge.boot_transformers("gpt2", hf_model=hf, tokenizer=tokenizer)
+    ids = torch.randint(0, config.vocab_size, (1, 256))
+
+    def call(fwd_hooks: tuple[tuple[str, Callable[..., object]], ...] = ()) -> object:
+        return bridge.run_with_hooks(ids, return_type=None, fwd_hooks=list(fwd_hooks))
+
+    return bridge, call
+
+
 CASES = {
     "encoder": encoder,
     "gpt2-small, eager": gpt2(12, 768, 12, 256, "eager"),
     "gpt2-small, sdpa": gpt2(12, 768, 12, 256, "sdpa"),
     "tiny gpt2, eager": gpt2(2, 64, 4, 8, "eager"),
+    "gpt2-small, TransformerLens": transformer_lens_bridge,
 }
+TL = "gpt2-small, TransformerLens"
 
 
 # -- memory pages: a monitor whose allocations make glibc trim the heap and grow it again makes
@@ -194,12 +235,14 @@ print(
     + (" ".join(f"{k}={v}" for k, v in sorted(malloc.items())) or "as the C library sets them")
 )
 print(
-    f"{'model':<20} {'mode':<24} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
+    f"{'model':<27} {'mode':<24} {'plain (ms)':>10} {'monitor (ms)':>12} {'ratio':>6} "
     f"{'95% CI':>11} {'stats (ms)':>10} {'faults p/m':>12}  target"
 )
 FORWARD_TARGETS = {"eval, no_grad": 1.10, "eval, all_rows": 1.15}  # gpt2-small, eager and sdpa
 FORWARD_TARGET = FORWARD_TARGETS["eval, all_rows"]
+TARGET_MODELS = ("gpt2-small, eager", "gpt2-small, sdpa")
 PEER = "eval, output_attentions"  # no monitor: the model's weights, and their entropy
+TL_PEER = "eval, hook entropy"  # no monitor: TransformerLens's hooks, the same entropy
 
 
 def entropy_of_returned_weights(call: Callable[..., object]) -> None:
@@ -210,6 +253,17 @@ def entropy_of_returned_weights(call: Callable[..., object]) -> None:
         torch.special.entr(weights).sum(-1).mean(dim=(0, 2)).tolist()
 
 
+def entropy_in_pattern_hooks(call: Callable[..., object]) -> None:
+    """TransformerLens's peer: the same entropy, taken in a hook on each layer's pattern."""
+    found: list[torch.Tensor] = []
+
+    def hook(pattern: torch.Tensor, hook: object) -> None:
+        found.append(torch.special.entr(pattern).sum(-1).mean(dim=(0, 2)))
+
+    call(fwd_hooks=tuple((f"blocks.{i}.attn.hook_pattern", hook) for i in range(12)))
+    [entropy.tolist() for entropy in found]
+
+
 def timed(
     model: nn.Module, call: Callable[..., object], training: bool, watch: bool, mode: str
 ) -> float:
@@ -218,6 +272,8 @@ def timed(
     with torch.set_grad_enabled(training):
         if watch and mode == PEER:
             entropy_of_returned_weights(call)
+        elif watch and mode == TL_PEER:
+            entropy_in_pattern_hooks(call)
         elif watch:
             with AttentionMonitor(model, all_rows=mode.endswith("all_rows")) as monitor:
                 call()
@@ -232,9 +288,15 @@ results: dict[tuple[str, str], tuple[float, float, tuple[float, float]]] = {}
 
 
 for name, build in CASES.items():
-    model, call = build()
+    try:
+        model, call = build()
+    except ImportError as missing:  # TransformerLens: the bench extra
+        print(f"{name:<27} skipped: {missing.name} is not installed (pip install -e '.[bench]')")
+        continue
     modes = ["eval, no_grad", "train, forward"]
-    if name.startswith("gpt2"):
+    if name == TL:  # the monitor and the peer over one bridge
+        modes = ["eval, no_grad", TL_PEER]
+    elif name.startswith("gpt2"):
         modes.append("eval, all_rows")  # AttentionMonitor(all_rows=True)
         modes.append("eval, no stats")  # interception alone: the floor of this design
     if name == "gpt2-small, eager":
@@ -260,11 +322,11 @@ for name, build in CASES.items():
         interval = median_interval(ratios)
         results[(name, mode)] = (statistics.median(t_plain), statistics.median(ratios), interval)
         target = ""
-        if name.startswith("gpt2-small") and mode in FORWARD_TARGETS:
+        if name in TARGET_MODELS and mode in FORWARD_TARGETS:
             goal = FORWARD_TARGETS[mode]
             target = f"<={goal}: {verdict(interval, goal)}"
         print(
-            f"{name:<20} {mode:<24} {1e3 * statistics.median(t_plain):>10.1f} "
+            f"{name:<27} {mode:<24} {1e3 * statistics.median(t_plain):>10.1f} "
             f"{1e3 * statistics.median(t_mon):>12.1f} {statistics.median(ratios):>6.2f} "
             f"{'{:.2f}-{:.2f}'.format(*interval):>11} "
             f"{1e3 * stats_seconds / PAIRS:>10.1f} "
@@ -273,19 +335,31 @@ for name, build in CASES.items():
         )
 
 
-own, peer = results[("gpt2-small, eager", "eval, no_grad")], results[("gpt2-small, eager", PEER)]
-print(
-    f"\ngpt2-small, eager: the monitor's forward ratio {own[1]:.2f} (95% CI "
-    f"{own[2][0]:.2f}-{own[2][1]:.2f}) against the peer's {peer[1]:.2f} ({peer[2][0]:.2f}-"
-    f"{peer[2][1]:.2f}): "
-    + (
-        "not dearer"
-        if own[2][1] <= peer[2][0]
-        else "dearer"
-        if own[2][0] > peer[2][1]
-        else "undecided"
+def against_peer(label: str, model: str, peer_mode: str) -> None:
+    """The monitor's forward ratio on ``model`` against a peer's, each over plain runs of that
+    model: ``not dearer`` where the monitor's whole interval is at or under the peer's, ``dearer``
+    where it is all above."""
+    if (model, peer_mode) not in results:
+        return
+    own, peer = results[(model, "eval, no_grad")], results[(model, peer_mode)]
+    (own_low, own_high), (peer_low, peer_high) = own[2], peer[2]
+    print(
+        f"{label}: the monitor's forward ratio {own[1]:.2f} (95% CI {own_low:.2f}-{own_high:.2f})"
+        f" against {peer_mode.removeprefix('eval, ')}'s {peer[1]:.2f} ({peer_low:.2f}-"
+        f"{peer_high:.2f}): "
+        + (
+            "not dearer"
+            if own_high <= peer_low
+            else "dearer"
+            if own_low > peer_high
+            else "undecided"
+        )
     )
-)
+
+
+print()
+against_peer("gpt2-small, eager", "gpt2-small, eager", PEER)
+against_peer("gpt2-small in TransformerLens's bridge", TL, TL_PEER)
 
 if "--forward" in sys.argv:  # the forward table only (a few minutes instead of a quarter hour)
     raise SystemExit
