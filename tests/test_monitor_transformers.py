@@ -152,3 +152,36 @@ def test_gpt2_inverse_layer_idx_is_named_and_can_be_declared() -> None:
         "gpt2", "eager", config_overrides=overrides, monitor_kw={"expected_scale": declared}
     )
     assert report.codes("warning") == set()
+
+
+class _Bridge(torch.nn.Module):
+    """A wrapper in the way of TransformerLens's ``TransformerBridge``: the wrapped model at a
+    private path, each block's attention again at the public path its users know."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self._original_model = model
+        self.blocks = torch.nn.ModuleList()
+        for block in model.transformer.h:
+            public = torch.nn.Module()
+            public._original_component = block
+            public.attn = block.attn
+            self.blocks.append(public)
+
+    def forward(self, **inputs: torch.Tensor) -> Any:
+        return self._original_model(**inputs)
+
+
+def test_a_module_registered_twice_is_named_by_its_public_path() -> None:
+    model, inputs = zoo.build("gpt2", attn_implementation="eager")
+    bridge = _Bridge(model)
+    with torch.no_grad(), AttentionMonitor(bridge) as mon:
+        bridge(**inputs)
+    layers = len(model.transformer.h)
+    assert [r.where for r in mon.report().records] == [f"blocks.{i}.attn" for i in range(layers)]
+    # held at private paths only, a module keeps the first of them
+    with torch.no_grad(), AttentionMonitor(torch.nn.ModuleDict({"_inner": model})) as mon:
+        model(**inputs)
+    assert [r.where for r in mon.report().records] == [
+        f"_inner.transformer.h.{i}.attn" for i in range(layers)
+    ]

@@ -142,7 +142,7 @@ class Capture(TorchFunctionMode):
         self._by_name: dict[str, nn.Module] = {}  # the reverse, for report time
         prefix = len(models) > 1
         for i, model in enumerate(models):
-            for name, m in model.named_modules():
+            for name, m in _module_names(model):
                 full = f"{i}.{name}" if prefix and name else (f"{i}" if prefix else name)
                 if id(m) not in self.names:
                     self.names[id(m)] = full or type(m).__name__
@@ -955,6 +955,31 @@ def _storage(t: torch.Tensor) -> int | None:
         return int(t.untyped_storage().data_ptr())
     except (RuntimeError, NotImplementedError, TypeError, AttributeError):
         return None
+
+
+def _module_names(root: nn.Module) -> list[tuple[str, nn.Module]]:
+    """Each module under ``root`` once, in ``named_modules`` order, with its name: where it is
+    registered at several paths, the first whose parts are all public. A wrapper such as
+    TransformerLens's bridge holds each module it wraps at a private path
+    (``blocks.0._original_component.attn``) and at the one its users know (``blocks.0.attn``)."""
+    names: dict[int, tuple[str, nn.Module]] = {}
+    stack: list[tuple[str, nn.Module]] = [("", root)]
+    while stack:
+        path, module = stack.pop()
+        known = names.get(id(module))
+        if known is not None and (_public(known[0]) or not _public(path)):
+            continue
+        # new, or a public path for a module known by a private one: its children renamed too
+        names[id(module)] = (path, module)
+        children = [
+            (f"{path}.{n}" if path else n, c) for n, c in module._modules.items() if c is not None
+        ]
+        stack.extend(reversed(children))
+    return list(names.values())
+
+
+def _public(path: str) -> bool:
+    return not any(part.startswith("_") for part in path.split("."))
 
 
 def _storages(root: nn.Module) -> set[int]:
