@@ -43,8 +43,8 @@ glibc's allocator, a process whose heap top is trimmed and grown again within a 
 the model's own operations pay for it. The monitor's allocations shift the heap's layout, and
 which layout a process settles in varies from process to process: the same code may fault on
 thousands of pages a pass in one process and on none in another, which is part of the eager
-ratio's spread between runs; the column shows which case each row met. To read the monitor's cost without that, run the
-benchmark again with trimming off for both sides of each ratio, e.g.
+ratio's spread between runs; the column shows which case each row met. To read the monitor's
+cost without that, run the benchmark again with trimming off for both sides of each ratio, e.g.
 ``MALLOC_TRIM_THRESHOLD_=2000000000 MALLOC_MMAP_THRESHOLD_=1000000000``: the header prints the
 settings a run used.
 
@@ -245,23 +245,25 @@ PEER = "eval, output_attentions"  # no monitor: the model's weights, and their e
 TL_PEER = "eval, hook entropy"  # no monitor: TransformerLens's hooks, the same entropy
 
 
+def head_entropy(weights: torch.Tensor) -> list[float]:
+    """Each head's mean entropy over every row of one layer's weights (batch, heads, L, S)."""
+    return torch.special.entr(weights).sum(-1).mean(dim=(0, 2)).tolist()
+
+
 def entropy_of_returned_weights(call: Callable[..., object]) -> None:
-    """The peer: every layer's weights returned by the model, and each head's mean entropy
-    over every row."""
+    """The peer: every layer's weights returned by the model, and their head entropy."""
     out = call(output_attentions=True)
     for weights in out.attentions:  # type: ignore[attr-defined]
-        torch.special.entr(weights).sum(-1).mean(dim=(0, 2)).tolist()
+        head_entropy(weights)
 
 
 def entropy_in_pattern_hooks(call: Callable[..., object]) -> None:
-    """TransformerLens's peer: the same entropy, taken in a hook on each layer's pattern."""
-    found: list[torch.Tensor] = []
+    """TransformerLens's peer: the same entropy, taken in a hook on every layer's pattern."""
 
-    def hook(pattern: torch.Tensor, hook: object) -> None:
-        found.append(torch.special.entr(pattern).sum(-1).mean(dim=(0, 2)))
+    def take(pattern: torch.Tensor, hook: object) -> None:
+        head_entropy(pattern)
 
-    call(fwd_hooks=tuple((f"blocks.{i}.attn.hook_pattern", hook) for i in range(12)))
-    [entropy.tolist() for entropy in found]
+    call(fwd_hooks=((lambda name: name.endswith("attn.hook_pattern"), take),))
 
 
 def timed(
