@@ -5,7 +5,11 @@
 Wraps the monitor's own functions (the handlers, the recording of a call, the flush and its
 statistics, the lineages, the module hooks) with timers and prints, per forward pass, the
 milliseconds and calls of each, largest first. Times nest: ``_guarded`` holds the handlers and
-``record``; ``flush`` holds ``grouped_logit_stats``; ``post_hook`` holds ``flush``. A fresh
+``record``; ``flush`` holds ``grouped_logit_stats``; ``post_hook`` holds ``flush``. With
+``--all-rows``, ``_every_row`` holds the every-row statistics of each call: on eager attention
+``_probability_block`` (from the model's weights), on SDPA ``_fold`` (after q·kᵀ is formed
+again), each holding ``top_two`` and ``_smallest_visible``; then ``_Rows.sink`` (each head's sink
+key and the rows' logit there) and the masks. A fresh
 monitor per forward, as in ``bench_monitor.py``. The wrappers add a few microseconds per call,
 and the machine's noise moves every row by 10-20% from run to run: compare parts within one run,
 and overall cost with ``bench_monitor.py``.
@@ -24,7 +28,7 @@ import torch
 import transformers
 
 from attnscale import AttentionMonitor
-from attnscale._monitor import calls, capture, hooks, lineage
+from attnscale._monitor import calls, capture, every_row, hooks, lineage, structure
 
 FORWARDS, WARMUP = 10, 3
 spent: collections.defaultdict[str, float] = collections.defaultdict(float)
@@ -50,6 +54,14 @@ for name in ("_guarded", "flush", "record", "_softmax_call", "sample", "_site", 
 for name in ("grouped_logit_stats", "grouped_qk_spreads", "row_sums", "_used_dims"):
     setattr(capture, name, timed(name, getattr(capture, name)))
 lineage.Lineages.follow = timed("lineages.follow", lineage.Lineages.follow)  # type: ignore[method-assign]
+C._every_row = timed("_every_row", C._every_row)  # type: ignore[method-assign]
+for name in ("_probability_block", "_qk_whole_rows", "_fold", "_smallest_visible"):
+    setattr(every_row, name, timed(name, getattr(every_row, name)))
+for name in ("top_two", "sink_keys"):  # every_row calls them as structure.<name>
+    setattr(structure, name, timed(name, getattr(structure, name)))
+every_row._Rows.sink = timed("_Rows.sink", every_row._Rows.sink)  # type: ignore[method-assign]
+for name in ("__init__", "block", "padding"):
+    setattr(every_row._Masks, name, timed(f"_Masks.{name}", getattr(every_row._Masks, name)))
 for func, (kind, handler) in list(calls.HANDLERS.items()):
     calls.HANDLERS[func] = (kind, timed(f"handler {kind}", handler))
 hooks.REGISTRY._pre = timed("pre_hook", hooks.REGISTRY._pre)  # type: ignore[method-assign]
