@@ -9,10 +9,10 @@ milliseconds and calls of each, largest first. Times nest: ``_guarded`` holds th
 ``--all-rows``, ``_every_row`` holds the every-row statistics of each call: on eager attention
 ``_probability_block`` (from the model's weights), on SDPA ``_fold`` (after q·kᵀ is formed
 again), each holding ``top_two`` and ``_smallest_visible``; then ``_Rows.sink`` (each head's sink
-key and the rows' logit there) and the masks. A fresh
-monitor per forward, as in ``bench_monitor.py``. The wrappers add a few microseconds per call,
-and the machine's noise moves every row by 10-20% from run to run: compare parts within one run,
-and overall cost with ``bench_monitor.py``.
+key and the rows' logit there) and the masks. A fresh monitor per forward, as in
+``bench_monitor.py``. The wrappers add a few microseconds per call, and the machine's noise
+moves every row by 10-20% from run to run: compare parts within one run, and overall cost with
+``bench_monitor.py``.
 """
 
 from __future__ import annotations
@@ -49,12 +49,20 @@ def timed(name: str, f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 C = capture.Capture
-for name in ("_guarded", "flush", "record", "_softmax_call", "sample", "_site", "_per_head"):
+for name in (
+    "_guarded",
+    "flush",
+    "record",
+    "_softmax_call",
+    "sample",
+    "_site",
+    "_per_head",
+    "_every_row",
+):
     setattr(C, name, timed(name, getattr(C, name)))
 for name in ("grouped_logit_stats", "grouped_qk_spreads", "row_sums", "_used_dims"):
     setattr(capture, name, timed(name, getattr(capture, name)))
 lineage.Lineages.follow = timed("lineages.follow", lineage.Lineages.follow)  # type: ignore[method-assign]
-C._every_row = timed("_every_row", C._every_row)  # type: ignore[method-assign]
 for name in ("_probability_block", "_qk_whole_rows", "_fold", "_smallest_visible"):
     setattr(every_row, name, timed(name, getattr(every_row, name)))
 for name in ("top_two", "sink_keys"):  # every_row calls them as structure.<name>
